@@ -1,0 +1,1 @@
+"""Azure Blob Storage change feed (``$blobchangefeed``) → Delta."""

@@ -1,0 +1,216 @@
+"""One run of the blob change feed pipeline: plan, decode, claim, dedupe, MERGE.
+
+``main()`` of ``spark_jobs/blob_changefeed_job.py`` calls :func:`run`. The
+order matters for the promises: every chunk file is decoded and checked
+(an action over all records) before any target is created or written, so bad
+input stops the run with nothing written; both MERGEs are idempotent, so a
+re-run after a failure between them converges.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition
+from lakefeed.blob.feed import ChangeFeed
+from lakefeed.blob.plan import RunPlan, plan_run
+from lakefeed.blob.schema import spark_record_schema
+from lakefeed.blob.timegrid import HOUR
+from lakefeed.blob.transforms import (
+    dedupe_by_id,
+    drop_control,
+    latest_state_per_blob,
+    owned,
+    sequencer_key,
+    to_event_rows,
+    with_claim,
+)
+from lakefeed.delta import commit_metadata, ensure_table, last_commit
+from lakefeed.errors import FeedCorruptError
+from lakefeed.storage import Store
+
+log = logging.getLogger(__name__)
+
+PIPELINE = "blob_changefeed"
+_WORKER_ERROR = re.compile(r"lakefeed\.errors\.(FeedCorruptError): (.+?)(?:\n|$)")
+
+
+@dataclass
+class RunSummary:
+    windows: list[str]
+    lastConsumable: str
+    segments: list[str]
+    chunkFiles: int
+    emptyChunkFiles: int
+    bytesRead: int
+    recordsRead: int = 0
+    recordsClaimed: int = 0
+    controlDropped: int = 0
+    eventsClaimed: int = 0
+    strays: int = 0
+    duplicatesRemoved: int = 0
+    eventsUnique: int = 0
+    eventsInserted: int = 0
+    stateInserted: int = 0
+    stateUpdated: int = 0
+    eventsTableVersion: int | None = None
+    stateTableVersion: int | None = None
+    lagHours: float = 0.0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def read_records(spark: SparkSession, plan: RunPlan, feed_root: str) -> DataFrame:
+    """Decoded records of every chunk file in the plan: one Spark task per chunk file."""
+    # Largest files first: the longest tasks start first, so the stage ends evenly.
+    chunks = sorted((c for c in plan.chunk_files if c.size > 0), key=lambda c: -c.size)
+    rows = [(feed_root, c.path, c.shard, c.segment_start) for c in chunks]
+    input_schema = _spark_schema(CHUNK_INPUT_SCHEMA)
+    if not rows:
+        return spark.createDataFrame([], spark_record_schema())
+    inputs = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), input_schema)
+    return inputs.mapInArrow(decode_arrow_partition, spark_record_schema())
+
+
+def _spark_schema(arrow_schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema)
+
+
+def run(spark: SparkSession, feed_root: str, window_start: datetime, window_end: datetime,
+        events_table: str, state_table: str) -> RunSummary:
+    clock = _Clock()
+    plan = plan_run(ChangeFeed(Store(feed_root)), window_start, window_end)
+    summary = RunSummary(
+        **{k: v for k, v in plan.describe().items() if k in ("windows", "lastConsumable", "segments")},
+        chunkFiles=len(plan.chunk_files),
+        emptyChunkFiles=sum(1 for c in plan.chunk_files if c.size == 0),
+        bytesRead=plan.bytes,
+        lagHours=(plan.last_consumable - (plan.windows[-1] + HOUR)).total_seconds() / 3600,
+    )
+    log.info("planned %d window(s) %s..%s: %d segment(s), %d chunk file(s), %d bytes",
+             len(plan.windows), summary.windows[0], summary.windows[-1], len(plan.segments),
+             summary.chunkFiles, summary.bytesRead)
+    clock.lap("plan")
+
+    marked = with_claim(read_records(spark, plan, feed_root), plan.grid.offset_ticks, plan.windows).persist()
+    try:
+        # The first action decodes every chunk file (filling the cache): corrupt
+        # input fails here, before any target is created or written.
+        counts = _count(marked)
+        clock.lap("decode")
+        batch = to_event_rows(dedupe_by_id(drop_control(owned(marked))), datetime.now(timezone.utc)).persist()
+        try:
+            summary.eventsUnique = batch.count()
+        finally:
+            marked.unpersist()
+        summary.recordsRead = counts["recordsRead"]
+        summary.recordsClaimed = counts["recordsClaimed"]
+        summary.controlDropped = counts["controlDropped"]
+        summary.eventsClaimed = counts["recordsClaimed"] - counts["controlDropped"]
+        summary.strays = counts["strays"]
+        summary.duplicatesRemoved = summary.eventsClaimed - summary.eventsUnique
+        clock.lap("dedupe")
+        try:
+            _merge(spark, batch, events_table, state_table, summary)
+        finally:
+            batch.unpersist()
+        clock.lap("merge")
+    finally:
+        marked.unpersist()
+    summary.seconds = clock.laps
+    return summary
+
+
+def _count(marked: DataFrame) -> dict[str, int]:
+    mine = F.col("isOwned")
+    try:
+        row = marked.agg(
+            F.count(F.lit(1)).alias("recordsRead"),
+            F.count_if(mine).alias("recordsClaimed"),
+            F.count_if(mine & F.col("isControl")).alias("controlDropped"),
+            F.count_if(mine & F.col("isStray") & ~F.col("isControl")).alias("strays"),
+        ).collect()[0]
+    except Exception as exc:
+        raise _feed_error_from(exc) or exc
+    return {k: int(row[k] or 0) for k in row.asDict()}
+
+
+def _feed_error_from(exc: Exception) -> FeedCorruptError | None:
+    """Surface a worker's FeedCorruptError as itself instead of a Py4J/Python stack dump."""
+    m = _WORKER_ERROR.search(str(exc))
+    return FeedCorruptError(m.group(2)) if m else None
+
+
+def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table: str,
+           summary: RunSummary) -> None:
+    events = ensure_table(spark, events_table, batch.schema, partition_by=("eventDate",))
+    state_rows = latest_state_per_blob(batch)
+    state = ensure_table(spark, state_table, state_rows.schema,
+                         properties={"delta.enableChangeDataFeed": "true"})
+    if summary.eventsUnique == 0:
+        log.info("no events claimed by %s: targets unchanged", ", ".join(summary.windows))
+        return
+    metadata = {"pipeline": PIPELINE, "windows": summary.windows, "lastConsumable": summary.lastConsumable}
+    dates = [r["eventDate"] for r in batch.select("eventDate").distinct().collect()]
+    # The literal date list lets Delta prune the events table to the partitions touched.
+    date_list = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(dates))
+    with commit_metadata(spark, {**metadata, "target": "events"}):
+        (
+            events.alias("t")
+            .merge(batch.alias("s"), f"t.eventDate IN ({date_list}) AND t.eventDate = s.eventDate AND t.id = s.id")
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+    commit = last_commit(spark, events_table)
+    summary.eventsTableVersion = commit["version"]
+    summary.eventsInserted = commit["metrics"].get("numTargetRowsInserted", 0)
+
+    newer = sequencer_key(F.col("s.sequencer")) > sequencer_key(F.col("t.sequencer"))
+    with commit_metadata(spark, {**metadata, "target": "state"}):
+        (
+            state.alias("t")
+            .merge(state_rows.alias("s"), "t.subject = s.subject")
+            .whenMatchedUpdateAll(condition=newer)
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+    commit = last_commit(spark, state_table)
+    summary.stateTableVersion = commit["version"]
+    summary.stateInserted = commit["metrics"].get("numTargetRowsInserted", 0)
+    summary.stateUpdated = commit["metrics"].get("numTargetRowsUpdated", 0)
+
+
+class _Clock:
+    def __init__(self):
+        import time
+
+        self._time = time.perf_counter
+        self._last = self._time()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = self._time()
+        self.laps[name] = round(now - self._last, 3)
+        self._last = now
+
+
+def format_summary(summary: RunSummary) -> str:
+    d = summary.to_dict()
+    lines = [f"blob change feed run: windows {d['windows'][0]} .. {d['windows'][-1]} ({len(d['windows'])})"]
+    for key in ("lastConsumable", "chunkFiles", "emptyChunkFiles", "bytesRead", "recordsRead", "recordsClaimed",
+                "controlDropped", "eventsClaimed", "strays", "duplicatesRemoved", "eventsUnique",
+                "eventsInserted", "stateInserted", "stateUpdated", "eventsTableVersion", "stateTableVersion",
+                "lagHours", "seconds"):
+        lines.append(f"  {key:<20} {d[key]}")
+    return "\n".join(lines)
+

@@ -1,0 +1,124 @@
+"""Which windows a run processes and which segments and chunk files it reads.
+
+The window arithmetic is pure (unit-tested without Spark or storage);
+:func:`plan_run` adds the cheap driver-side I/O: Segments.json, day listings,
+the manifests of the segments read, and the chunk files of their shards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from lakefeed.blob.feed import ChangeFeed, ChunkFile, Segment
+from lakefeed.blob.timegrid import HOUR, WindowGrid, format_time
+from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyError
+
+
+def grid_of(segment_starts: list[datetime], last_consumable: datetime) -> WindowGrid:
+    """The hourly grid the feed's segments sit on (e.g. minute 10); from lastConsumable if none."""
+    minutes = {start.minute for start in segment_starts}
+    if len(minutes) > 1:
+        raise FeedCorruptError(
+            f"segments start at different minutes past the hour ({sorted(minutes)}): no hourly grid"
+        )
+    return WindowGrid(minutes.pop() if minutes else last_consumable.minute)
+
+
+def is_ready(window: datetime, last_consumable: datetime) -> bool:
+    """Window T is ready once ``lastConsumable >= T + 1h`` (its next-hour segment is consumable)."""
+    return last_consumable >= window + HOUR
+
+
+def ready_windows(grid: WindowGrid, first_segment: datetime, last_consumable: datetime,
+                  after: datetime | None = None) -> list[datetime]:
+    """Every ready window from the one before the first segment (or after ``after``) on."""
+    start = grid.floor(first_segment) - HOUR
+    if after is not None:
+        start = max(start, after + HOUR)
+    return [w for w in grid.windows(start, last_consumable) if is_ready(w, last_consumable)]
+
+
+def windows_in_range(grid: WindowGrid, window_start: datetime, window_end: datetime) -> list[datetime]:
+    """The grid windows of ``[window_start, window_end)``; both ends must be on the grid."""
+    for name, moment in (("window-start", window_start), ("window-end", window_end)):
+        if not grid.contains_start(moment):
+            raise FeedConfigError(
+                f"{name} {format_time(moment)} is not on the feed's hourly grid "
+                f"(windows start at minute {grid.offset_minutes:02d})"
+            )
+    if window_end <= window_start:
+        raise FeedConfigError(
+            f"window-end {format_time(window_end)} must be after window-start {format_time(window_start)}"
+        )
+    return grid.windows(window_start, window_end)
+
+
+def segments_to_read(windows: list[datetime], segment_starts: list[datetime],
+                     last_consumable: datetime) -> list[datetime]:
+    """Segments starting at T-1h, T or T+1h of any window; never one dated after lastConsumable."""
+    wanted = {window + delta for window in windows for delta in (-HOUR, HOUR * 0, HOUR)}
+    return sorted(start for start in segment_starts if start in wanted and start <= last_consumable)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one job run reads and which windows it claims events for."""
+
+    windows: list[datetime]
+    grid: WindowGrid
+    last_consumable: datetime
+    segments: list[Segment]
+    chunk_files: list[ChunkFile] = field(repr=False)
+
+    @property
+    def bytes(self) -> int:
+        return sum(chunk.size for chunk in self.chunk_files)
+
+    def describe(self) -> dict:
+        return {
+            "windows": [format_time(w) for w in self.windows],
+            "lastConsumable": format_time(self.last_consumable),
+            "segments": [format_time(s.start) for s in self.segments],
+            "chunkFiles": len(self.chunk_files),
+            "bytes": self.bytes,
+        }
+
+
+def plan_run(feed: ChangeFeed, window_start: datetime, window_end: datetime) -> RunPlan:
+    """Plan ``[window_start, window_end)``; refuse (no writes) any window that is not ready."""
+    last_consumable = feed.last_consumable()
+    # Segments of the day before the range up to the day after: enough to find
+    # the grid and every T-1h / T+1h segment, without listing the whole feed.
+    starts = feed.segment_starts_between((window_start - HOUR).date(), (window_end + HOUR).date())
+    grid = grid_of(starts, last_consumable)
+    windows = windows_in_range(grid, window_start, window_end)
+    not_ready = [w for w in windows if not is_ready(w, last_consumable)]
+    if not_ready:
+        raise WindowNotReadyError(
+            f"{len(not_ready)} window(s) not ready: {', '.join(format_time(w) for w in not_ready[:5])}"
+            f"{' …' if len(not_ready) > 5 else ''}; lastConsumable is {format_time(last_consumable)} "
+            f"and window T needs lastConsumable >= T + 1h"
+        )
+    segments = [feed.read_segment(start) for start in segments_to_read(windows, starts, last_consumable)]
+    publishing = [s for s in segments if not s.is_finalized]
+    if publishing:
+        raise WindowNotReadyError(
+            "segment(s) still Publishing although dated at or before lastConsumable "
+            f"{format_time(last_consumable)}: "
+            + ", ".join(feed.store.url(s.manifest_path) for s in publishing)
+        )
+    chunk_files = [chunk for segment in segments for chunk in feed.chunk_files(segment)]
+    return RunPlan(windows=windows, grid=grid, last_consumable=last_consumable,
+                   segments=segments, chunk_files=chunk_files)
+
+
+def plan_ready_windows(feed: ChangeFeed, after: datetime | None = None) -> tuple[datetime, datetime] | None:
+    """``[start, end)`` of every ready window (after ``after``), or None when there is none."""
+    last_consumable = feed.last_consumable()
+    starts = feed.all_segment_starts()
+    if not starts:
+        return None
+    grid = grid_of(starts, last_consumable)
+    windows = ready_windows(grid, starts[0], last_consumable, after)
+    return (windows[0], windows[-1] + HOUR) if windows else None

@@ -1,0 +1,151 @@
+"""Time on the change feed: 100 ns ticks, the hourly window grid, the coverage rule.
+
+``eventTime`` carries 7 fractional digits. Windows are assigned on integer
+ticks (100 ns since the Unix epoch) so that ``…:09:59.9999999Z`` stays before a
+``…:10`` boundary; nothing here rounds to microseconds.
+
+>>> grid = WindowGrid(offset_minutes=10)
+>>> format_ticks(grid.window_of(parse_event_time("2026-01-01T05:09:59.9999999Z")))
+'2026-01-01T04:10:00Z'
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+TICKS_PER_SECOND = 10_000_000
+TICKS_PER_MICROSECOND = 10
+HOUR = timedelta(hours=1)
+HOUR_TICKS = 3600 * TICKS_PER_SECOND
+
+_EVENT_TIME = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})?\Z"
+)
+# Minute-level prefixes repeat across thousands of events; caching their epoch
+# seconds takes calendar arithmetic off the per-record path.
+_minute_cache: dict[str, int] = {}
+
+
+def parse_event_time(text: str) -> int:
+    """Parse an ISO-8601 UTC timestamp into 100 ns ticks since the epoch (truncating)."""
+    m = _EVENT_TIME.match(text)
+    if m is None:
+        raise ValueError(f"not an ISO-8601 timestamp: {text!r}")
+    year, month, day, hour, minute, second, fraction, zone = m.groups()
+    key = text[:16]
+    base = _minute_cache.get(key)
+    if base is None:
+        try:
+            base = calendar.timegm(
+                datetime(int(year), int(month), int(day), int(hour), int(minute)).timetuple()
+            )
+        except ValueError as exc:
+            raise ValueError(f"not a valid timestamp: {text!r} ({exc})") from None
+        if len(_minute_cache) > 100_000:
+            _minute_cache.clear()
+        _minute_cache[key] = base
+    seconds = base + int(second)
+    if zone and zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        seconds -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    ticks = seconds * TICKS_PER_SECOND
+    if fraction:
+        ticks += int((fraction + "000000")[:7])
+    return ticks
+
+
+def to_ticks(moment: datetime) -> int:
+    """Ticks of an aware datetime (microsecond precision is all a datetime has)."""
+    moment = _utc(moment)
+    return calendar.timegm(moment.timetuple()) * TICKS_PER_SECOND + moment.microsecond * 10
+
+
+def from_ticks(ticks: int) -> datetime:
+    seconds, rest = divmod(ticks, TICKS_PER_SECOND)
+    return datetime.fromtimestamp(seconds, tz=timezone.utc) + timedelta(
+        microseconds=rest // TICKS_PER_MICROSECOND
+    )
+
+
+def format_ticks(ticks: int) -> str:
+    return format_time(from_ticks(ticks))
+
+
+def format_time(moment: datetime) -> str:
+    """``2026-01-01T04:10:00Z``: the form windows are named by in logs, XCom and commits."""
+    return _utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime:
+    """Parse a user-given ISO time (``2026-01-01T04:10``, ``...Z``, ``...+00:00``) as UTC."""
+    cleaned = text.strip().replace(" ", "T")
+    if cleaned.endswith("Z"):
+        cleaned = cleaned[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(cleaned)
+    except ValueError:
+        raise ValueError(f"not an ISO-8601 time: {text!r}") from None
+    return _utc(moment)
+
+
+def _utc(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class WindowGrid:
+    """Hourly windows ``[T, T+1h)`` whose starts fall on ``offset_minutes`` past the hour."""
+
+    offset_minutes: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.offset_minutes < 60:
+            raise ValueError(f"grid offset must be 0..59 minutes, got {self.offset_minutes}")
+
+    @property
+    def offset_ticks(self) -> int:
+        return self.offset_minutes * 60 * TICKS_PER_SECOND
+
+    def window_of(self, ticks: int) -> int:
+        """Start (ticks) of the window containing ``ticks``."""
+        return ticks - (ticks - self.offset_ticks) % HOUR_TICKS
+
+    def contains_start(self, moment: datetime) -> bool:
+        moment = _utc(moment)
+        return moment.minute == self.offset_minutes and moment.second == 0 and moment.microsecond == 0
+
+    def floor(self, moment: datetime) -> datetime:
+        return from_ticks(self.window_of(to_ticks(moment)))
+
+    def windows(self, start: datetime, end: datetime) -> list[datetime]:
+        """Every grid window starting in ``[start, end)``."""
+        first = self.floor(start)
+        if first < _utc(start):
+            first += HOUR
+        out = []
+        current = first
+        while current < _utc(end):
+            out.append(current)
+            current += HOUR
+        return out
+
+
+def claim_window(event_ticks: int, segment_ticks: int, grid: WindowGrid) -> int:
+    """The coverage rule: which window claims an event read from a segment.
+
+    The event belongs to the window containing its time when that window is
+    within an hour of the segment; otherwise (a stray) to its segment's window.
+    """
+    window = grid.window_of(event_ticks)
+    if abs(window - segment_ticks) <= HOUR_TICKS:
+        return window
+    return segment_ticks
+
+
+def is_stray(event_ticks: int, segment_ticks: int, grid: WindowGrid) -> bool:
+    return abs(grid.window_of(event_ticks) - segment_ticks) > HOUR_TICKS

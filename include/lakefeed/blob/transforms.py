@@ -1,0 +1,109 @@
+"""Pure DataFrame → DataFrame transforms of decoded change feed records.
+
+No paths, no configuration, no actions: each function takes and returns a
+DataFrame, so each is unit-tested on a handful of rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from lakefeed.blob.schema import CONTROL_EVENT_TYPE, DELETE_EVENT_TYPE
+from lakefeed.blob.timegrid import HOUR_TICKS, TICKS_PER_MICROSECOND, TICKS_PER_SECOND, to_ticks
+
+TICKS_PER_DAY = 86_400 * TICKS_PER_SECOND
+SUBJECT_PATTERN = r"^/blobServices/default/containers/([^/]+)/blobs/(.+)$"
+SEQUENCER_WIDTH = 64
+
+# Lineage order: which copy of a duplicated event id is kept.
+LINEAGE_ORDER = ("segmentStart", "shard", "chunkFile", "chunkRecordIndex")
+
+STATE_BLOB_PROPERTIES = (
+    "contentType", "contentLength", "blobType", "blobTier", "etag", "url", "blobVersion", "snapshot", "api",
+)
+
+
+def _ticks_to_timestamp(ticks: Column) -> Column:
+    # Truncates to microseconds: the string eventTime keeps the full 100 ns value.
+    return F.timestamp_micros(F.floor(ticks / F.lit(TICKS_PER_MICROSECOND)))
+
+
+def with_claim(records: DataFrame, grid_offset_ticks: int, windows: list[datetime]) -> DataFrame:
+    """Add ``claimWindow``/``isStray`` by the coverage rule and ``isOwned`` for this run's windows.
+
+    W(t) is the grid window holding the event time; the event belongs to W(t)
+    when |W(t) - S| <= 1h for its segment S, and otherwise to S's window.
+    """
+    ticks = F.col("eventTimeTicks")
+    segment = F.unix_micros("segmentStart") * F.lit(TICKS_PER_MICROSECOND)
+    window = ticks - F.pmod(ticks - F.lit(grid_offset_ticks), F.lit(HOUR_TICKS))
+    stray = F.abs(window - segment) > F.lit(HOUR_TICKS)
+    claim = F.when(stray, segment).otherwise(window)
+    return (
+        records.withColumn("isStray", stray)
+        .withColumn("claimWindowTicks", claim)
+        .withColumn("claimWindow", _ticks_to_timestamp(F.col("claimWindowTicks")))
+        .withColumn("isControl", F.col("eventType") == F.lit(CONTROL_EVENT_TYPE))
+        .withColumn("isOwned", F.col("claimWindowTicks").isin([to_ticks(w) for w in windows]))
+    )
+
+
+def owned(records: DataFrame) -> DataFrame:
+    """Records claimed by this run's windows."""
+    return records.where(F.col("isOwned"))
+
+
+def drop_control(records: DataFrame) -> DataFrame:
+    return records.where(~F.col("isControl"))
+
+
+def dedupe_by_id(events: DataFrame) -> DataFrame:
+    """One row per event ``id``: the first copy in lineage order (deterministic)."""
+    first = Window.partitionBy("id").orderBy(*LINEAGE_ORDER)
+    return events.withColumn("_copy", F.row_number().over(first)).where(F.col("_copy") == 1).drop("_copy")
+
+
+def to_event_rows(events: DataFrame, ingested_at: datetime) -> DataFrame:
+    """Rows of the events table: the feed's own fields, then derived and lineage columns."""
+    return events.select(
+        "id", "eventType", "eventTime",
+        _ticks_to_timestamp(F.col("eventTimeTicks")).alias("eventTimestamp"),
+        F.date_from_unix_date(F.floor(F.col("eventTimeTicks") / F.lit(TICKS_PER_DAY)).cast("int")).alias("eventDate"),
+        "subject", "topic", "schemaVersion", "data", "extra",
+        "eventTimeTicks", "claimWindow", "isStray", "segmentStart", "shard", "chunkFile", "chunkRecordIndex",
+        F.lit(ingested_at).cast("timestamp").alias("ingestedAt"),
+    )
+
+
+def sequencer_key(sequencer: Column) -> Column:
+    """Sequencers are hex strings: left-padding makes string order numeric order."""
+    return F.coalesce(F.lpad(sequencer, SEQUENCER_WIDTH, "0"), F.lit(""))
+
+
+def latest_state_per_blob(event_rows: DataFrame) -> DataFrame:
+    """Rows of the state table: per ``subject``, the latest event by ``data.sequencer``."""
+    latest_first = Window.partitionBy("subject").orderBy(
+        sequencer_key(F.col("data.sequencer")).desc(), F.col("eventTimeTicks").desc(), F.col("id").desc()
+    )
+    latest = (
+        event_rows.where(F.col("subject").isNotNull())
+        .withColumn("_rank", F.row_number().over(latest_first))
+        .where(F.col("_rank") == 1)
+    )
+    container = F.regexp_extract("subject", SUBJECT_PATTERN, 1)
+    blob_name = F.regexp_extract("subject", SUBJECT_PATTERN, 2)
+    return latest.select(
+        "subject",
+        F.when(container != "", container).alias("container"),
+        F.when(blob_name != "", blob_name).alias("blobName"),
+        F.col("data.sequencer").alias("sequencer"),
+        F.col("id").alias("eventId"),
+        "eventType", "eventTime", "eventTimestamp",
+        (F.col("eventType") == F.lit(DELETE_EVENT_TYPE)).alias("isDeleted"),
+        *[F.col(f"data.{name}").alias(name) for name in STATE_BLOB_PROPERTIES],
+        "claimWindow",
+        F.col("ingestedAt").alias("updatedAt"),
+    )

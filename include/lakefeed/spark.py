@@ -1,0 +1,101 @@
+"""The one Spark session factory every job and test uses.
+
+Delta Lake's jars come from Maven Central through Spark's package resolution
+(``spark.jars.packages``; Ivy caches them under ``~/.ivy2.5.2``), or, for
+air-gapped clusters, from a folder of jars named by ``LAKEFEED_JARS_DIR``.
+When the JVM was started by ``spark-submit`` these settings must already be
+in its configuration (``--packages`` or ``spark-defaults.conf``; ``make setup``
+writes the latter), because jars cannot be added to a running driver.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+LIBRARY_DIR = Path(__file__).resolve().parent
+DELTA_EXTENSIONS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+SESSION_DEFAULTS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+    # Decoded records flow to the JVM in Arrow batches; keep them moderate.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "8192",
+    "spark.databricks.delta.schema.autoMerge.enabled": "false",
+}
+
+
+def delta_package() -> str:
+    """Maven coordinate of the Delta jar matching the installed delta-spark and pyspark."""
+    from importlib.metadata import version
+
+    import pyspark
+
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_minor}_2.13:{version('delta-spark')}"
+
+
+def jar_settings() -> dict[str, str]:
+    jars_dir = os.environ.get("LAKEFEED_JARS_DIR")
+    if jars_dir:
+        jars = sorted(glob.glob(os.path.join(jars_dir, "*.jar")))
+        if not jars:
+            raise RuntimeError(f"LAKEFEED_JARS_DIR={jars_dir} holds no .jar files")
+        return {"spark.jars": ",".join(jars)}
+    return {"spark.jars.packages": delta_package()}
+
+
+def get_session(app_name: str, master: str | None = None, extra: dict[str, str] | None = None):
+    """A Delta-enabled session: reuses a running one (spark-submit, tests) or starts one."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    # Under spark-submit (it hands the driver a gateway port) the master comes
+    # from spark-submit's --master; only a plain `python job.py` picks one here.
+    if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        builder = builder.master(master or os.environ.get("LAKEFEED_SPARK_MASTER", "local[*]"))
+    settings = {**jar_settings(), **DELTA_EXTENSIONS, **SESSION_DEFAULTS, **(extra or {})}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    _check_delta(spark)
+    return spark
+
+
+def _check_delta(spark) -> None:
+    from py4j.java_gateway import JavaClass
+
+    # py4j answers an unknown class name with a JavaPackage, not an error.
+    if not isinstance(spark.sparkContext._jvm.io.delta.tables.DeltaTable, JavaClass):
+        raise RuntimeError(
+            "Delta Lake classes are not on the Spark classpath: run spark-submit with "
+            f"--packages {delta_package()} (or `make setup`, which writes spark-defaults.conf)"
+        )
+
+
+def ship_library(spark) -> None:
+    """Make ``lakefeed`` importable on executors of a real cluster (a zip via addPyFile).
+
+    Skipped when the library already comes from a zip (``--py-files``) or Spark
+    runs in local mode, where workers share the driver's Python environment.
+    """
+    if ".zip" in str(LIBRARY_DIR) or spark.sparkContext.master.startswith("local"):
+        return
+    archive = build_library_zip(Path(tempfile.mkdtemp(prefix="lakefeed-")) / "lakefeed.zip")
+    spark.sparkContext.addPyFile(str(archive))
+
+
+def build_library_zip(archive: Path) -> Path:
+    """Zip the ``lakefeed`` package (for ``--py-files``)."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for source in sorted(LIBRARY_DIR.rglob("*.py")):
+            bundle.write(source, Path("lakefeed") / source.relative_to(LIBRARY_DIR))
+    return archive

@@ -1,0 +1,86 @@
+"""Storage addressed by URL: a local folder (the embedded default) or a cloud URL.
+
+Everything the pipelines read goes through :class:`Store`, built from a root
+URL. Executors rebuild the same store from the (secret-free) root URL, so a
+task can open a chunk file by its relative path on any worker.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import fsspec
+from fsspec.core import url_to_fs
+
+from lakefeed.errors import FeedCorruptError, FeedError
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    size: int
+    is_dir: bool
+
+
+@dataclass
+class Store:
+    """A folder of files under ``root`` (``/data/feed``, ``file:///…``, ``az://container``)."""
+
+    root: str
+    options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.root = self.root.rstrip("/") or "/"
+        self._fs, self._root_path = url_to_fs(self.root, **self.options)
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        return self._fs
+
+    def path(self, relative: str) -> str:
+        """Filesystem path of ``relative`` (``a/b``) under the root."""
+        return posixpath.join(self._root_path, relative) if relative else self._root_path
+
+    def url(self, relative: str) -> str:
+        """Human- and executor-usable address of ``relative``: names files in errors."""
+        return f"{self.root}/{relative}" if relative else self.root
+
+    def exists(self, relative: str) -> bool:
+        return self._fs.exists(self.path(relative))
+
+    def open(self, relative: str) -> BinaryIO:
+        return self._fs.open(self.path(relative), "rb")
+
+    def read_bytes(self, relative: str) -> bytes:
+        with self.open(relative) as handle:
+            return handle.read()
+
+    def read_json(self, relative: str) -> Any:
+        """Parse a JSON file; malformed content raises an error naming the file."""
+        try:
+            raw = self.read_bytes(relative)
+        except FileNotFoundError:
+            raise FeedError(f"{self.url(relative)} does not exist") from None
+        try:
+            return json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise FeedCorruptError(f"{self.url(relative)}: malformed JSON ({exc})") from None
+
+    def list(self, relative: str) -> list[Entry]:
+        """Direct children of a folder, sorted by name; empty when it does not exist."""
+        try:
+            listing = self._fs.ls(self.path(relative), detail=True)
+        except FileNotFoundError:
+            return []
+        entries = []
+        for info in listing:
+            name = posixpath.basename(info["name"].rstrip("/"))
+            if not name:
+                continue
+            entries.append(
+                Entry(name=name, size=int(info.get("size") or 0), is_dir=info.get("type") == "directory")
+            )
+        return sorted(entries, key=lambda entry: entry.name)
