@@ -53,15 +53,19 @@ def _time(text: str):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from lakefeed.blob.job import format_summary, run
+    from lakefeed.blob.job import format_summary, plan, run
     from lakefeed.spark import get_session, ship_library
 
+    try:
+        run_plan = plan(args.feed_root, args.window_start, args.window_end)
+    except FeedError as exc:
+        log.error("%s: %s", type(exc).__name__, exc)
+        return 2
     spark = get_session("blob_changefeed_to_delta")
     spark.sparkContext.setLogLevel("WARN")
     ship_library(spark)
     try:
-        summary = run(spark, args.feed_root, args.window_start, args.window_end,
-                      args.events_table, args.state_table)
+        summary = run(spark, run_plan, args.feed_root, args.events_table, args.state_table)
     except FeedError as exc:
         log.error("%s: %s", type(exc).__name__, exc)
         return 2

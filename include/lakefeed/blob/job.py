@@ -86,10 +86,13 @@ def _spark_schema(arrow_schema):
     return from_arrow_schema(arrow_schema)
 
 
-def run(spark: SparkSession, feed_root: str, window_start: datetime, window_end: datetime,
-        events_table: str, state_table: str) -> RunSummary:
+def plan(feed_root: str, window_start: datetime, window_end: datetime) -> RunPlan:
+    """Plan a run without Spark: a window that is not ready is refused before any JVM starts."""
+    return plan_run(ChangeFeed(Store(feed_root)), window_start, window_end)
+
+
+def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, state_table: str) -> RunSummary:
     clock = _Clock()
-    plan = plan_run(ChangeFeed(Store(feed_root)), window_start, window_end)
     summary = RunSummary(
         **{k: v for k, v in plan.describe().items() if k in ("windows", "lastConsumable", "segments")},
         chunkFiles=len(plan.chunk_files),

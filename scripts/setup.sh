@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a fresh machine: Java, the virtualenv with pinned
+# dependencies, the project library (editable), and Spark's defaults so that a
+# plain `spark-submit` finds Delta Lake and the virtualenv's Python.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV="$ROOT/.venv"
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+
+need_apt=()
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]} (Spark needs Java 17+)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+stamp="$VENV/.installed"
+if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: creating $VENV and installing pinned requirements (first time: a few minutes)"
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -r requirements.txt -c constraints.txt
+  "$VENV/bin/pip" install -q -e . -c constraints.txt
+  touch "$stamp"
+fi
+
+# spark-defaults.conf of the pip-installed Spark: plain `spark-submit` (no
+# --packages) then loads Delta from Maven Central (cached by Ivy in
+# ~/.ivy2.5.2) and runs Python workers with the virtualenv's interpreter.
+SPARK_HOME=$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
+mkdir -p "$SPARK_HOME/conf"
+"$VENV/bin/python" - "$SPARK_HOME/conf/spark-defaults.conf" "$VENV/bin/python" <<'PY'
+import sys
+from lakefeed.spark import DELTA_EXTENSIONS, SESSION_DEFAULTS, jar_settings
+path, python = sys.argv[1:]
+settings = {**jar_settings(), **DELTA_EXTENSIONS, **SESSION_DEFAULTS,
+            "spark.pyspark.python": python, "spark.pyspark.driver.python": python,
+            "spark.driver.memory": "4g"}
+with open(path, "w") as handle:
+    handle.write("# Written by scripts/setup.sh; re-run it to refresh.\n")
+    for key, value in settings.items():
+        handle.write(f"{key} {value}\n")
+PY
+echo "setup: ready ($("$VENV/bin/python" --version), Spark conf at $SPARK_HOME/conf/spark-defaults.conf)"
