@@ -252,7 +252,8 @@ class _Generator:
                 shard_records[shard].append(self._control(rng, ticks, version))
                 self.truth.control_records += 1
         for records in shard_records:
-            for record in rng.sample(records, int(len(records) * spec.duplicate_rate)):
+            copies = max(1, int(len(records) * spec.duplicate_rate)) if spec.duplicate_rate and records else 0
+            for record in rng.sample(records, copies):
                 if record["eventType"] != "Control":
                     records.append(dict(record))  # the same record written twice
                     self.truth.duplicate_records += 1
@@ -282,7 +283,9 @@ class _Generator:
                 path.write_bytes(b"")
                 continue
             with path.open("wb") as handle:
-                fastavro.writer(handle, _PARSED_SCHEMAS[version], piece, codec=self.spec.codec)
+                # A seeded sync marker keeps the bytes reproducible (fastavro picks a random one).
+                marker = random.Random(f"{self.spec.seed}:{path.relative_to(self.root)}").randbytes(16)
+                fastavro.writer(handle, _PARSED_SCHEMAS[version], piece, codec=self.spec.codec, sync_marker=marker)
 
     def _event(self, rng: random.Random, subject: str, ticks: int, version: int) -> dict:
         exists = self.blob_exists.get(subject, False)

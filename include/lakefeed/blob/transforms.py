@@ -26,9 +26,14 @@ STATE_BLOB_PROPERTIES = (
 )
 
 
-def _ticks_to_timestamp(ticks: Column) -> Column:
+def _floor_div(column: str, divisor: int) -> Column:
+    """Exact integer floor division: ticks (~1.8e16) do not fit a double's 53-bit mantissa."""
+    return F.expr(f"({column} - pmod({column}, {divisor})) div {divisor}")
+
+
+def _ticks_to_timestamp(column: str) -> Column:
     # Truncates to microseconds: the string eventTime keeps the full 100 ns value.
-    return F.timestamp_micros(F.floor(ticks / F.lit(TICKS_PER_MICROSECOND)))
+    return F.timestamp_micros(_floor_div(column, TICKS_PER_MICROSECOND))
 
 
 def with_claim(records: DataFrame, grid_offset_ticks: int, windows: list[datetime]) -> DataFrame:
@@ -45,7 +50,7 @@ def with_claim(records: DataFrame, grid_offset_ticks: int, windows: list[datetim
     return (
         records.withColumn("isStray", stray)
         .withColumn("claimWindowTicks", claim)
-        .withColumn("claimWindow", _ticks_to_timestamp(F.col("claimWindowTicks")))
+        .withColumn("claimWindow", _ticks_to_timestamp("claimWindowTicks"))
         .withColumn("isControl", F.col("eventType") == F.lit(CONTROL_EVENT_TYPE))
         .withColumn("isOwned", F.col("claimWindowTicks").isin([to_ticks(w) for w in windows]))
     )
@@ -70,8 +75,8 @@ def to_event_rows(events: DataFrame, ingested_at: datetime) -> DataFrame:
     """Rows of the events table: the feed's own fields, then derived and lineage columns."""
     return events.select(
         "id", "eventType", "eventTime",
-        _ticks_to_timestamp(F.col("eventTimeTicks")).alias("eventTimestamp"),
-        F.date_from_unix_date(F.floor(F.col("eventTimeTicks") / F.lit(TICKS_PER_DAY)).cast("int")).alias("eventDate"),
+        _ticks_to_timestamp("eventTimeTicks").alias("eventTimestamp"),
+        F.date_from_unix_date(_floor_div("eventTimeTicks", TICKS_PER_DAY).cast("int")).alias("eventDate"),
         "subject", "topic", "schemaVersion", "data", "extra",
         "eventTimeTicks", "claimWindow", "isStray", "segmentStart", "shard", "chunkFile", "chunkRecordIndex",
         F.lit(ingested_at).cast("timestamp").alias("ingestedAt"),

@@ -1,0 +1,144 @@
+"""Decoding real Avro files written by fastavro, one schema version at a time."""
+
+import io
+import json
+from datetime import datetime, timezone
+
+import fastavro
+import pyarrow as pa
+import pytest
+
+from lakefeed.blob.decode import ChunkRef, decode_chunk
+from lakefeed.blob.generator import avro_schema
+from lakefeed.blob.schema import RECORD_SCHEMA
+from lakefeed.errors import FeedCorruptError
+from lakefeed.storage import Store
+
+SEGMENT = datetime(2026, 1, 1, 0, 10, tzinfo=timezone.utc)
+CHUNK = "log/00/2026/01/01/0010/00000.avro"
+
+
+def record(version, **data_overrides):
+    data = {
+        "api": "PutBlob", "clientRequestId": "c", "requestId": "r", "etag": "0x1", "contentType": "text/plain",
+        "contentLength": 128, "blobType": "BlockBlob", "url": "", "sequencer": "00000000000000010000000000000002",
+        "storageDiagnostics": {"bid": "b"},
+    }
+    if version >= 3:
+        data.update(previousInfo=None, snapshot=None,
+                    blobPropertiesUpdated={"ContentType": {"current": "a/b", "previous": None}})
+    if version >= 4:
+        data.update(blobVersion="v", containerVersion="1", blobTier="Hot", asyncOperationInfo={"CopyId": "x"})
+    if version >= 5:
+        data.update(blobTagsUpdated={"previous": {"t": "1"}, "current": {"t": "2"}},
+                    restorePointMarker={"rpl": "label"})
+    data.update(data_overrides)
+    return {"schemaVersion": version, "topic": "/subscriptions/s", "subject": "/blobServices/default/containers/c/blobs/b",
+            "eventType": "BlobCreated", "eventTime": "2026-01-01T00:30:00.1234567Z", "id": f"id-{version}", "data": data}
+
+
+def write_chunk(root, records, schema=None, version=1):
+    path = root / CHUNK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        fastavro.writer(handle, fastavro.parse_schema(schema or avro_schema(version)), records)
+    return path
+
+
+def decode(root):
+    batches = list(decode_chunk(Store(str(root)), ChunkRef(str(root), CHUNK, "00", SEGMENT), batch_size=2))
+    return pa.Table.from_batches(batches, schema=RECORD_SCHEMA).to_pylist()
+
+
+@pytest.mark.parametrize("version", [1, 3, 4, 5, 6])
+def test_each_schema_version_normalises_into_the_superset(tmp_path, version):
+    write_chunk(tmp_path, [record(version)], version=version)
+    [row] = decode(tmp_path)
+    assert row["schemaVersion"] == version
+    assert row["id"] == f"id-{version}"
+    assert row["eventTime"] == "2026-01-01T00:30:00.1234567Z"
+    assert row["eventTimeTicks"] % 10_000_000 == 1234567
+    assert row["data"]["sequencer"] == "00000000000000010000000000000002"
+    assert row["data"]["contentLength"] == 128
+    assert row["data"]["storageDiagnostics"] == [("bid", "b")]
+    assert row["shard"] == "00" and row["chunkFile"] == CHUNK and row["chunkRecordIndex"] == 0
+    assert row["data"]["extra"] is None and row["extra"] is None
+    if version == 1:
+        assert row["data"]["blobTier"] is None and row["data"]["blobPropertiesUpdated"] is None
+    if version >= 3:
+        assert row["data"]["blobPropertiesUpdated"] == [("ContentType", {"current": "a/b", "previous": None})]
+    if version >= 4:
+        assert row["data"]["blobTier"] == "Hot"
+        assert row["data"]["asyncOperationInfo"] == [("CopyId", "x")]
+    if version >= 5:
+        assert row["data"]["blobTagsUpdated"] == {"previous": [("t", "1")], "current": [("t", "2")]}
+        assert row["data"]["restorePointMarker"] == [("rpl", "label")]
+
+
+def test_unknown_fields_are_kept_not_dropped(tmp_path):
+    schema = avro_schema(1)
+    schema["fields"].append({"name": "newTopLevel", "type": "string"})
+    schema["fields"][6]["type"]["fields"].append({"name": "futureField", "type": {"type": "array", "items": "int"}})
+    rec = record(1, futureField=[1, 2])
+    rec["newTopLevel"] = "x"
+    write_chunk(tmp_path, [rec], schema=schema)
+    [row] = decode(tmp_path)
+    assert dict(row["data"]["extra"]) == {"futureField": "[1, 2]"}
+    assert dict(row["extra"]) == {"newTopLevel": '"x"'}
+
+
+def test_batches_are_bounded_and_records_in_file_order(tmp_path):
+    write_chunk(tmp_path, [dict(record(1), id=f"e{i}") for i in range(5)])
+    batches = list(decode_chunk(Store(str(tmp_path)), ChunkRef(str(tmp_path), CHUNK, "00", SEGMENT), batch_size=2))
+    assert [b.num_rows for b in batches] == [2, 2, 1]
+    rows = pa.Table.from_batches(batches).to_pylist()
+    assert [r["id"] for r in rows] == [f"e{i}" for i in range(5)]
+    assert [r["chunkRecordIndex"] for r in rows] == list(range(5))
+
+
+def test_zero_byte_chunk_is_empty_not_corrupt(tmp_path):
+    (tmp_path / CHUNK).parent.mkdir(parents=True)
+    (tmp_path / CHUNK).write_bytes(b"")
+    assert decode(tmp_path) == []
+
+
+def test_avro_file_without_records_is_empty(tmp_path):
+    write_chunk(tmp_path, [])
+    assert decode(tmp_path) == []
+
+
+def test_non_avro_file_is_corruption_naming_the_file(tmp_path):
+    (tmp_path / CHUNK).parent.mkdir(parents=True)
+    (tmp_path / CHUNK).write_bytes(b"this is not avro at all")
+    with pytest.raises(FeedCorruptError, match=rf"{CHUNK}: not a valid Avro file"):
+        decode(tmp_path)
+
+
+def test_truncated_avro_is_corruption_naming_the_file(tmp_path):
+    path = write_chunk(tmp_path, [dict(record(1), id=f"e{i}") for i in range(200)])
+    content = path.read_bytes()
+    path.write_bytes(content[: len(content) - 300])
+    with pytest.raises(FeedCorruptError, match=rf"{CHUNK}: corrupt or truncated Avro"):
+        decode(tmp_path)
+
+
+@pytest.mark.parametrize("version", [0, 2, 7])
+def test_unknown_schema_version_names_file_and_record(tmp_path, version):
+    write_chunk(tmp_path, [record(1), dict(record(1), schemaVersion=version)])
+    with pytest.raises(FeedCorruptError, match=rf"{CHUNK}: record 1: unknown schemaVersion {version}"):
+        decode(tmp_path)
+
+
+def test_unreadable_event_time_names_the_record(tmp_path):
+    write_chunk(tmp_path, [dict(record(1), eventTime="tomorrow")])
+    with pytest.raises(FeedCorruptError, match=r"record 0 \(id id-1\): unreadable eventTime 'tomorrow'"):
+        decode(tmp_path)
+
+
+def test_deflate_codec(tmp_path):
+    path = tmp_path / CHUNK
+    path.parent.mkdir(parents=True)
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, fastavro.parse_schema(avro_schema(6)), [record(6)], codec="deflate")
+    path.write_bytes(buffer.getvalue())
+    assert json.loads(json.dumps(decode(tmp_path)[0]["id"])) == "id-6"
