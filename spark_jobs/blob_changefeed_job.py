@@ -52,7 +52,8 @@ def _time(text: str):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from lakefeed.blob.job import format_summary, plan, run
     from lakefeed.spark import get_session, ship_library
 

@@ -34,6 +34,18 @@ def commit_metadata(spark, metadata: dict) -> Iterator[None]:
         spark.conf.unset(USER_METADATA_CONF)
 
 
+def table_version(spark, path: str) -> int:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
+
+
+def commit_since(spark, path: str, version_before: int) -> dict | None:
+    """The commit a write just made, or None when Delta committed nothing (a no-op MERGE)."""
+    commit = last_commit(spark, path)
+    return commit if commit["version"] > version_before else None
+
+
 def last_commit(spark, path: str) -> dict:
     """Version, operation, metrics and userMetadata of the table's newest commit."""
     from delta.tables import DeltaTable

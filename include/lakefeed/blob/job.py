@@ -31,7 +31,7 @@ from lakefeed.blob.transforms import (
     to_event_rows,
     with_claim,
 )
-from lakefeed.delta import commit_metadata, ensure_table, last_commit
+from lakefeed.delta import commit_metadata, commit_since, ensure_table, table_version
 from lakefeed.errors import FeedCorruptError
 from lakefeed.storage import Store
 
@@ -167,6 +167,7 @@ def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table
     dates = [r["eventDate"] for r in batch.select("eventDate").distinct().collect()]
     # The literal date list lets Delta prune the events table to the partitions touched.
     date_list = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(dates))
+    before = table_version(spark, events_table)
     with commit_metadata(spark, {**metadata, "target": "events"}):
         (
             events.alias("t")
@@ -174,11 +175,12 @@ def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table
             .whenNotMatchedInsertAll()
             .execute()
         )
-    commit = last_commit(spark, events_table)
-    summary.eventsTableVersion = commit["version"]
-    summary.eventsInserted = commit["metrics"].get("numTargetRowsInserted", 0)
+    commit = commit_since(spark, events_table, before)
+    summary.eventsTableVersion = commit["version"] if commit else before
+    summary.eventsInserted = commit["metrics"].get("numTargetRowsInserted", 0) if commit else 0
 
     newer = sequencer_key(F.col("s.sequencer")) > sequencer_key(F.col("t.sequencer"))
+    before = table_version(spark, state_table)
     with commit_metadata(spark, {**metadata, "target": "state"}):
         (
             state.alias("t")
@@ -187,10 +189,11 @@ def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table
             .whenNotMatchedInsertAll()
             .execute()
         )
-    commit = last_commit(spark, state_table)
-    summary.stateTableVersion = commit["version"]
-    summary.stateInserted = commit["metrics"].get("numTargetRowsInserted", 0)
-    summary.stateUpdated = commit["metrics"].get("numTargetRowsUpdated", 0)
+    commit = commit_since(spark, state_table, before)
+    metrics = commit["metrics"] if commit else {}
+    summary.stateTableVersion = commit["version"] if commit else before
+    summary.stateInserted = metrics.get("numTargetRowsInserted", 0)
+    summary.stateUpdated = metrics.get("numTargetRowsUpdated", 0)
 
 
 class _Clock:

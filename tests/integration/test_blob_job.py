@@ -1,0 +1,183 @@
+"""The blob change feed job end to end: real Avro feed, real Spark, real Delta, against ground truth."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from datetime import timezone
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from lakefeed.blob.feed import segment_manifest_path
+from lakefeed.blob.generator import FeedSpec, generate_feed
+from lakefeed.blob.job import plan, run
+from lakefeed.blob.timegrid import HOUR, format_time
+from lakefeed.errors import FeedCorruptError, WindowNotReadyError
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = FeedSpec(hours=4, events_per_hour=800, shards=2, records_per_chunk=300, stray_rate=0.01, seed=3)
+
+
+@pytest.fixture
+def feed(tmp_path):
+    root = tmp_path / "feed"
+    truth = generate_feed(root, SPEC)
+    return root, truth
+
+
+def ingest(spark, root, tables, start, end):
+    return run(spark, plan(str(root), start, end), str(root), str(tables / "events"), str(tables / "state"))
+
+
+def snapshot(spark, tables):
+    events = {r["id"]: r.asDict(recursive=True) for r in spark.read.format("delta").load(str(tables / "events")).collect()}
+    state = {r["subject"]: r.asDict(recursive=True) for r in spark.read.format("delta").load(str(tables / "state")).collect()}
+    for row in events.values():
+        row.pop("ingestedAt")
+    for row in state.values():
+        row.pop("updatedAt")
+    return events, state
+
+
+def table_version(spark, path):
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, str(path)).history(1).collect()[0]["version"]
+
+
+def assert_matches_truth(spark, tables, truth, windows):
+    events, state = snapshot(spark, tables)
+    expected = {e.id: e for e in truth.claimed(windows)}
+    assert set(events) == set(expected)
+    for event_id, want in expected.items():
+        got = events[event_id]
+        assert format_time(got["claimWindow"].replace(tzinfo=timezone.utc)) == want.window
+        assert (got["eventTime"], got["eventType"], got["subject"], got["isStray"]) == (
+            want.eventTime, want.eventType, want.subject, want.stray)
+        assert got["data"]["sequencer"] == want.sequencer
+    expected_state = truth.state(windows)
+    assert set(state) == set(expected_state)
+    for subject, want in expected_state.items():
+        assert state[subject]["eventId"] == want.id
+        assert state[subject]["isDeleted"] is (want.eventType == "BlobDeleted")
+    return events, state
+
+
+def test_full_run_matches_ground_truth_and_rerun_changes_nothing(spark, feed, tmp_path):
+    root, truth = feed
+    windows = truth.ready_windows()
+    first = ingest(spark, root, tmp_path, windows[0], windows[-1] + HOUR)
+    before = assert_matches_truth(spark, tmp_path, truth, windows)
+    assert first.eventsInserted == first.eventsUnique == len(truth.claimed(windows))
+    assert first.strays == sum(e.stray for e in truth.claimed(windows)) > 0
+    assert first.duplicatesRemoved > 0 and first.controlDropped > 0
+    assert first.emptyChunkFiles == 1
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'events'}`").collect()
+    assert json.loads(history[0]["userMetadata"])["windows"] == [format_time(w) for w in windows]
+
+    again = ingest(spark, root, tmp_path, windows[0], windows[-1] + HOUR)
+    assert (again.eventsInserted, again.stateInserted, again.stateUpdated) == (0, 0, 0)
+    assert snapshot(spark, tmp_path) == before
+
+
+def test_windows_one_by_one_in_any_order_equal_one_clean_run(spark, feed, tmp_path):
+    root, truth = feed
+    windows = truth.ready_windows()
+    order = list(reversed(windows))  # newest first: older windows must never regress state
+    random.Random(5).shuffle(order[1:])
+    for window in order + order[:2]:  # and a few replays
+        ingest(spark, root, tmp_path, window, window + HOUR)
+    assert_matches_truth(spark, tmp_path, truth, windows)
+
+
+def test_window_not_ready_is_refused_before_spark(feed):
+    root, truth = feed
+    last = SPEC.last_consumable
+    with pytest.raises(WindowNotReadyError, match=format_time(last)):
+        plan(str(root), last - HOUR, last + HOUR)
+
+
+def _truncate_chunk(root: Path) -> str:
+    chunk = sorted(p for p in (root / "log/01/2026/01/01/0110").glob("*.avro") if p.stat().st_size > 1000)[0]
+    chunk.write_bytes(chunk.read_bytes()[:-200])
+    return str(chunk.relative_to(root))
+
+
+def _malformed_manifest(root: Path) -> str:
+    relative = segment_manifest_path(SPEC.start + HOUR)
+    (root / relative).write_text('{"status": "Finalized", "chunkFilePaths": [')
+    return relative
+
+
+def _manifest_outside_log(root: Path) -> str:
+    relative = segment_manifest_path(SPEC.start + HOUR)
+    manifest = json.loads((root / relative).read_text())
+    manifest["chunkFilePaths"].append("$blobchangefeed/log/../meta/")
+    (root / relative).write_text(json.dumps(manifest))
+    return relative
+
+
+def _unknown_schema_version(root: Path) -> str:
+    chunk = root / "log/00/2026/01/01/0110/00000.avro"
+    with chunk.open("rb") as handle:
+        reader = fastavro.reader(handle)
+        schema, records = reader.writer_schema, list(reader)
+    records[-1]["schemaVersion"] = 9
+    with chunk.open("wb") as handle:
+        fastavro.writer(handle, schema, records)
+    return str(chunk.relative_to(root))
+
+
+@pytest.mark.parametrize("corrupt", [_truncate_chunk, _malformed_manifest, _manifest_outside_log,
+                                     _unknown_schema_version])
+def test_bad_input_fails_naming_the_file_and_writes_nothing(spark, feed, tmp_path, corrupt):
+    root, truth = feed
+    windows = truth.ready_windows()
+    ingest(spark, root, tmp_path, windows[0], windows[1])  # targets exist, holding window 0
+    versions = (table_version(spark, tmp_path / "events"), table_version(spark, tmp_path / "state"))
+    before = snapshot(spark, tmp_path)
+    culprit = corrupt(root)
+    with pytest.raises(FeedCorruptError, match=culprit.replace("$", r"\$")):
+        ingest(spark, root, tmp_path, windows[1], windows[-1] + HOUR)
+    assert (table_version(spark, tmp_path / "events"), table_version(spark, tmp_path / "state")) == versions
+    assert snapshot(spark, tmp_path) == before
+
+
+def _spark_submit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["spark-submit", str(ROOT / "spark_jobs" / "blob_changefeed_job.py"), *args],
+        capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_spark_submit_contract_on_a_corrupt_feed_exits_2_and_writes_nothing(feed, tmp_path):
+    root, truth = feed
+    culprit = _truncate_chunk(root)
+    windows = truth.ready_windows()
+    result = _spark_submit("--feed-root", str(root), "--window-start", format_time(windows[0]),
+                           "--window-end", format_time(windows[-1] + HOUR),
+                           "--events-table", str(tmp_path / "events"), "--state-table", str(tmp_path / "state"))
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert f"FeedCorruptError: {root}/{culprit}: corrupt or truncated Avro" in result.stdout + result.stderr
+    assert not (tmp_path / "events").exists() and not (tmp_path / "state").exists()
+
+
+def test_spark_submit_contract_ingests_and_reports(feed, tmp_path):
+    root, truth = feed
+    windows = truth.ready_windows()
+    summary_file = tmp_path / "summary.json"
+    result = _spark_submit("--feed-root", str(root), "--window-start", format_time(windows[1]),
+                           "--window-end", format_time(windows[3]),
+                           "--events-table", str(tmp_path / "events"), "--state-table", str(tmp_path / "state"),
+                           "--summary-json", str(summary_file))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(summary_file.read_text())
+    assert summary["windows"] == [format_time(w) for w in windows[1:3]]
+    assert summary["eventsInserted"] == len(truth.claimed(windows[1:3]))
+    # spark-submit merges the driver's stderr into stdout; the summary is the one JSON line.
+    [printed] = [line for line in result.stdout.splitlines() if line.startswith('{"windows"')]
+    assert json.loads(printed) == summary
