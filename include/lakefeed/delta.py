@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 from contextlib import contextmanager
 from typing import Iterator
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def table_location(path: str) -> str:
+    """A URL stays as it is; a local path becomes absolute (Delta reads a relative one as a table name)."""
+    if "://" in path or path.startswith("/"):
+        return path
+    return os.path.abspath(path)
 
 
 def ensure_table(spark, path: str, schema, partition_by: tuple[str, ...] = (),

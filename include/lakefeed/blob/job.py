@@ -31,7 +31,7 @@ from lakefeed.blob.transforms import (
     to_event_rows,
     with_claim,
 )
-from lakefeed.delta import commit_metadata, commit_since, ensure_table, table_version
+from lakefeed.delta import commit_metadata, commit_since, ensure_table, table_location, table_version
 from lakefeed.errors import FeedCorruptError
 from lakefeed.storage import Store
 
@@ -93,6 +93,7 @@ def plan(feed_root: str, window_start: datetime, window_end: datetime) -> RunPla
 
 def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, state_table: str) -> RunSummary:
     clock = _Clock()
+    events_table, state_table = table_location(events_table), table_location(state_table)
     summary = RunSummary(
         **{k: v for k, v in plan.describe().items() if k in ("windows", "lastConsumable", "segments")},
         chunkFiles=len(plan.chunk_files),
