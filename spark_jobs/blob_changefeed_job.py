@@ -74,7 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     log.info("summary\n%s", format_summary(summary))
     if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps(summary.to_dict(), indent=2))
+        # Written only after both MERGEs committed, atomically: its presence means "this batch is done".
+        target = Path(args.summary_json)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".partial")
+        partial.write_text(json.dumps(summary.to_dict(), indent=2))
+        partial.replace(target)
     print(json.dumps(summary.to_dict()), flush=True)
     return 0
 

@@ -36,9 +36,8 @@ def delta_package() -> str:
     """Maven coordinate of the Delta jar matching the installed delta-spark and pyspark."""
     from importlib.metadata import version
 
-    import pyspark
-
-    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    # Package metadata, not `import pyspark`: DAG files call this at parse time.
+    spark_minor = ".".join(version("pyspark").split(".")[:2])
     return f"io.delta:delta-spark_{spark_minor}_2.13:{version('delta-spark')}"
 
 

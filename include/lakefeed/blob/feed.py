@@ -152,16 +152,28 @@ class ChangeFeed:
     def all_segment_starts(self) -> list[datetime]:
         """Every segment start (the 1601 init segment excluded), walking year/month/day folders."""
         starts = []
-        for year in self.store.list(SEGMENTS_ROOT):
-            if not (year.is_dir and year.name.isdigit()) or year.name == INIT_SEGMENT_YEAR:
+        for year in self._numbered(SEGMENTS_ROOT):
+            if year == INIT_SEGMENT_YEAR:
                 continue
-            for month in self.store.list(f"{SEGMENTS_ROOT}/{year.name}"):
-                for day in self.store.list(f"{SEGMENTS_ROOT}/{year.name}/{month.name}"):
-                    if year.name.isdigit() and month.name.isdigit() and day.name.isdigit():
-                        starts.extend(
-                            self._segment_starts_on(date(int(year.name), int(month.name), int(day.name)))
-                        )
+            for month in self._numbered(f"{SEGMENTS_ROOT}/{year}"):
+                for day in self._numbered(f"{SEGMENTS_ROOT}/{year}/{month}"):
+                    starts.extend(self._segment_starts_on(date(int(year), int(month), int(day))))
         return sorted(starts)
+
+    def first_segment_start(self) -> datetime | None:
+        """The earliest segment, listing only the lowest year, month and day folders that hold one."""
+        for year in self._numbered(SEGMENTS_ROOT):
+            if year == INIT_SEGMENT_YEAR:
+                continue
+            for month in self._numbered(f"{SEGMENTS_ROOT}/{year}"):
+                for day in self._numbered(f"{SEGMENTS_ROOT}/{year}/{month}"):
+                    starts = self._segment_starts_on(date(int(year), int(month), int(day)))
+                    if starts:
+                        return min(starts)
+        return None
+
+    def _numbered(self, relative: str) -> list[str]:
+        return [e.name for e in self.store.list(relative) if e.is_dir and e.name.isdigit()]
 
     def _segment_starts_on(self, day: date) -> list[datetime]:
         if day.year == int(INIT_SEGMENT_YEAR):

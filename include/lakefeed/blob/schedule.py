@@ -1,0 +1,149 @@
+"""Orchestration decisions for the blob pipeline, pure: what is ready, how to batch it,
+how far the checkpoint may advance. Used by the Airflow sensor and DAG tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from lakefeed.blob.feed import ChangeFeed
+from lakefeed.blob.plan import is_ready
+from lakefeed.blob.timegrid import HOUR, WindowGrid, format_time, parse_time
+from lakefeed.errors import FeedConfigError, FeedCorruptError
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Consecutive windows ``[start, end)`` submitted as one Spark job."""
+
+    start: datetime
+    end: datetime
+
+    @property
+    def windows(self) -> int:
+        return int((self.end - self.start) / HOUR)
+
+    def to_dict(self) -> dict:
+        return {"start": format_time(self.start), "end": format_time(self.end)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Batch":
+        return cls(parse_time(d["start"]), parse_time(d["end"]))
+
+
+def check_last_consumable(current: datetime, seen: datetime | None, where: str) -> None:
+    """lastConsumable never moves backwards; if it does, the feed is not what we read before."""
+    if seen is not None and current < seen:
+        raise FeedCorruptError(
+            f"{where}: lastConsumable moved backwards from {format_time(seen)} to {format_time(current)}; "
+            "refusing to plan (was the feed restored, or is this another account?)"
+        )
+
+
+def first_window(feed: ChangeFeed, watermark: datetime | None, start_from: datetime | None) -> datetime | None:
+    """The first window not yet applied: the watermark, else the hour before the first segment."""
+    if watermark is not None:
+        return watermark
+    first_segment = feed.first_segment_start()
+    if first_segment is None:
+        return None
+    window = first_segment - HOUR
+    if start_from is not None:
+        grid = WindowGrid(first_segment.minute)
+        floor = grid.floor(start_from)
+        window = max(window, floor if floor == start_from else floor + HOUR)
+    return window
+
+
+def pending_windows(first: datetime | None, last_consumable: datetime, cap: int) -> list[datetime]:
+    """Ready windows from ``first`` on, at most ``cap`` of them."""
+    if first is None:
+        return []
+    windows = []
+    window = first
+    while is_ready(window, last_consumable) and len(windows) < cap:
+        windows.append(window)
+        window += HOUR
+    return windows
+
+
+def batches_of(windows: list[datetime], windows_per_batch: int) -> list[Batch]:
+    """Split consecutive windows into batches of at most ``windows_per_batch``."""
+    if windows_per_batch < 1:
+        raise FeedConfigError(f"windows_per_batch must be at least 1, got {windows_per_batch}")
+    for previous, current in zip(windows, windows[1:]):
+        if current - previous != HOUR:
+            raise FeedConfigError(f"windows must be consecutive hours: {format_time(previous)} → {format_time(current)}")
+    return [
+        Batch(windows[i], windows[min(i + windows_per_batch, len(windows)) - 1] + HOUR)
+        for i in range(0, len(windows), windows_per_batch)
+    ]
+
+
+def backfill_windows(grid_minute: int, start: datetime, end: datetime, last_consumable: datetime) -> list[datetime]:
+    """Exactly the windows of a backfill range, all of which must be ready."""
+    grid = WindowGrid(grid_minute)
+    for name, moment in (("window_start", start), ("window_end", end)):
+        if not grid.contains_start(moment):
+            raise FeedConfigError(f"{name} {format_time(moment)} is not on the feed's grid (minute {grid_minute:02d})")
+    if end <= start:
+        raise FeedConfigError(f"window_end {format_time(end)} must be after window_start {format_time(start)}")
+    windows = grid.windows(start, end)
+    late = [w for w in windows if not is_ready(w, last_consumable)]
+    if late:
+        raise FeedConfigError(
+            f"backfill asks for {len(late)} window(s) not ready yet (first {format_time(late[0])}); "
+            f"lastConsumable is {format_time(last_consumable)}"
+        )
+    return windows
+
+
+def advance_watermark(watermark: datetime | None, batches: list[Batch], succeeded: set[int]) -> datetime | None:
+    """The watermark after a run: moved over the contiguous prefix of finished batches, never backwards.
+
+    ``succeeded`` holds the indexes of the batches whose job finished. Without a
+    watermark yet, the prefix starts at the earliest batch.
+    """
+    if not batches:
+        return watermark
+    position = watermark if watermark is not None else min(b.start for b in batches)
+    moved = False
+    for index, batch in sorted(enumerate(batches), key=lambda item: item[1].start):
+        if batch.end <= position:
+            continue  # wholly behind the watermark (a backfill): nothing to advance
+        if batch.start > position or index not in succeeded:
+            break
+        position, moved = batch.end, True
+    if watermark is None:
+        return position if moved else None
+    return max(position, watermark)
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What a sensor poke learned: is a window past the watermark ready?"""
+
+    ready: bool
+    last_consumable: datetime
+    next_window: datetime | None
+
+    def to_dict(self) -> dict:
+        return {
+            "ready": self.ready,
+            "lastConsumable": format_time(self.last_consumable),
+            "nextWindow": format_time(self.next_window) if self.next_window else None,
+        }
+
+
+def check_readiness(feed: ChangeFeed, watermark: datetime | None, last_seen: datetime | None,
+                    start_from: datetime | None) -> Readiness:
+    """Reads Segments.json (and, before the first run, the lowest segment folders): JVM-free and cheap."""
+    last_consumable = feed.last_consumable()
+    check_last_consumable(last_consumable, last_seen, feed.store.url("meta/Segments.json"))
+    window = first_window(feed, watermark, start_from)
+    return Readiness(
+        ready=window is not None and is_ready(window, last_consumable),
+        last_consumable=last_consumable,
+        next_window=window,
+    )

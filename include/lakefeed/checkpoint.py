@@ -1,0 +1,85 @@
+"""Versioned checkpoint documents, validated on read (stored by Airflow as one Variable per pipeline).
+
+>>> cp = BlobCheckpoint(watermark=parse_time("2026-01-01T02:10Z"))
+>>> BlobCheckpoint.from_json(cp.to_json(), "v") == cp
+True
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from lakefeed.blob.timegrid import format_time, parse_time
+
+CHECKPOINT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A stored checkpoint that cannot be trusted; the message names where it lives."""
+
+
+@dataclass(frozen=True)
+class BlobCheckpoint:
+    """Every window before ``watermark`` has been merged into the targets.
+
+    ``last_consumable`` is the feed's lastConsumable last seen; it must never
+    move backwards.
+    """
+
+    watermark: datetime | None = None
+    last_consumable: datetime | None = None
+    updated_by: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "version": CHECKPOINT_VERSION,
+            "pipeline": "blob_changefeed",
+            "watermark": format_time(self.watermark) if self.watermark else None,
+            "lastConsumable": format_time(self.last_consumable) if self.last_consumable else None,
+            "updatedBy": self.updated_by,
+        }, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None, where: str) -> "BlobCheckpoint":
+        if text is None or text == "":
+            return cls()
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CheckpointError(f"checkpoint {where} is not JSON ({exc})") from None
+        if not isinstance(document, dict):
+            raise CheckpointError(f"checkpoint {where} must be a JSON object")
+        if document.get("version") != CHECKPOINT_VERSION:
+            raise CheckpointError(
+                f"checkpoint {where} has version {document.get('version')!r}; this code reads version "
+                f"{CHECKPOINT_VERSION}"
+            )
+        if document.get("pipeline") != "blob_changefeed":
+            raise CheckpointError(f"checkpoint {where} belongs to pipeline {document.get('pipeline')!r}")
+        return cls(
+            watermark=_time_or_none(document.get("watermark"), where, "watermark"),
+            last_consumable=_time_or_none(document.get("lastConsumable"), where, "lastConsumable"),
+            updated_by=document.get("updatedBy"),
+        )
+
+    def advanced(self, watermark: datetime | None, last_consumable: datetime | None,
+                 updated_by: str) -> "BlobCheckpoint":
+        """This checkpoint moved forward (never backwards) to ``watermark``."""
+        new_watermark = max(filter(None, (self.watermark, watermark)), default=None)
+        new_last = max(filter(None, (self.last_consumable, last_consumable)), default=None)
+        if (new_watermark, new_last) == (self.watermark, self.last_consumable):
+            return self
+        return replace(self, watermark=new_watermark, last_consumable=new_last, updated_by=updated_by)
+
+
+def _time_or_none(value, where: str, name: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise CheckpointError(f"checkpoint {where}: {name} must be an ISO time string, got {value!r}")
+    try:
+        return parse_time(value)
+    except ValueError:
+        raise CheckpointError(f"checkpoint {where}: {name} {value!r} is not an ISO time") from None

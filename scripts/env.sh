@@ -1,0 +1,18 @@
+# Source me: the environment every local command runs in (the Makefile does).
+# Airflow: SQLite metadata under .airflow/, this project's dags/ and plugins/,
+# Spark through spark_default = local[*] (JSON form: an unescaped local[*]
+# URI silently falls back to yarn).
+_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export LAKEFEED_HOME="$_root"
+export PATH="$_root/.venv/bin:$PATH"
+export PYSPARK_PYTHON="$_root/.venv/bin/python"
+export PYSPARK_DRIVER_PYTHON="$_root/.venv/bin/python"
+export SPARK_LOCAL_IP=127.0.0.1
+export PYTHONUNBUFFERED=1
+export AIRFLOW_HOME="${AIRFLOW_HOME:-$_root/.airflow}"
+export AIRFLOW__CORE__DAGS_FOLDER="$_root/dags"
+export AIRFLOW__CORE__PLUGINS_FOLDER="$_root/plugins"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
+export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[*]\"}}"
+unset _root
