@@ -1,28 +1,28 @@
 # Two commands do everything on a fresh machine: `make demo` and `make test`.
+# Every recipe runs in the environment of scripts/env.sh (venv, Spark, Airflow).
 SHELL := /bin/bash
-VENV := $(CURDIR)/.venv
-export PATH := $(VENV)/bin:$(PATH)
-export PYSPARK_PYTHON := $(VENV)/bin/python
-export PYSPARK_DRIVER_PYTHON := $(VENV)/bin/python
-export SPARK_LOCAL_IP := 127.0.0.1
-export PYTHONUNBUFFERED := 1
+ENV := source scripts/env.sh &&
 
-.PHONY: setup demo test test-unit test-integration bench clean
+.PHONY: setup demo test test-unit test-integration dag-test clean
 
 setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	python scripts/demo.py
+	$(ENV) python scripts/demo.py
 
 test: setup
-	python -m pytest tests
+	$(ENV) python -m pytest tests
 
 test-unit: setup
-	python -m pytest tests -m "not integration"
+	$(ENV) python -m pytest tests -m "not integration"
 
 test-integration: setup
-	python -m pytest tests -m integration
+	$(ENV) python -m pytest tests -m integration
+
+# One DAG run against the demo feed (run `make demo` first to create it).
+dag-test: setup
+	$(ENV) airflow dags test blob_changefeed_to_delta
 
 clean:
-	rm -rf data dist .pytest_cache
+	rm -rf data dist .pytest_cache .airflow

@@ -45,3 +45,11 @@ with open(path, "w") as handle:
         handle.write(f"{key} {value}\n")
 PY
 echo "setup: ready ($("$VENV/bin/python" --version), Spark conf at $SPARK_HOME/conf/spark-defaults.conf)"
+
+# Airflow metadata (SQLite under .airflow/) and the pool the Spark tasks run in.
+source scripts/env.sh
+if [ ! -f "$AIRFLOW_HOME/airflow.db" ]; then
+  echo "setup: initialising Airflow metadata in $AIRFLOW_HOME"
+  airflow db migrate >/dev/null
+  airflow pools set lakefeed_spark 1 "spark-submit jobs of lakefeed pipelines" >/dev/null
+fi

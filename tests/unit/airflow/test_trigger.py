@@ -1,0 +1,70 @@
+"""The sensor's trigger: exact serialization, and real polls of a real feed folder."""
+
+import asyncio
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
+
+from lakefeed.blob.generator import FeedSpec, generate_feed  # noqa: E402
+from lakefeed.blob.timegrid import format_time  # noqa: E402
+from lakefeed_airflow.triggers import ChangeFeedReadyTrigger  # noqa: E402
+
+
+def make(feed_root, watermark=None, seen=None, deadline_in=60.0):
+    deadline = format_time(datetime.now(timezone.utc) + timedelta(seconds=deadline_in))
+    return ChangeFeedReadyTrigger(feed_root=str(feed_root), watermark=watermark, last_consumable_seen=seen,
+                                  start_from=None, deadline=deadline, poke_interval=0.05)
+
+
+def test_serialize_is_exact_and_round_trips():
+    trigger = ChangeFeedReadyTrigger(feed_root="/feed", watermark="2026-01-01T02:10:00Z",
+                                     last_consumable_seen="2026-01-01T03:10:00Z", start_from=None,
+                                     deadline="2026-01-01T05:00:00Z", poke_interval=30.0)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "lakefeed_airflow.triggers.ChangeFeedReadyTrigger"
+    assert kwargs == {
+        "feed_root": "/feed",
+        "watermark": "2026-01-01T02:10:00Z",
+        "last_consumable_seen": "2026-01-01T03:10:00Z",
+        "start_from": None,
+        "deadline": "2026-01-01T05:00:00Z",
+        "poke_interval": 30.0,
+    }
+    assert ChangeFeedReadyTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+def first_event(trigger):
+    async def go():
+        return await anext(trigger.run())
+    return asyncio.run(go()).payload
+
+
+@pytest.fixture(scope="module")
+def feed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("feed")
+    generate_feed(root, FeedSpec(hours=3, events_per_hour=20, gap_hours=()))
+    return root  # lastConsumable 02:10: windows up to 01:10 are ready
+
+
+def test_fires_when_a_window_past_the_watermark_is_ready(feed):
+    event = first_event(make(feed, watermark="2026-01-01T01:10:00Z"))
+    assert event == {"status": "ready", "ready": True, "lastConsumable": "2026-01-01T02:10:00Z", "nextWindow": "2026-01-01T01:10:00Z"}
+
+
+def test_first_run_starts_an_hour_before_the_first_segment(feed):
+    assert first_event(make(feed))["nextWindow"] == "2025-12-31T23:10:00Z"
+
+
+def test_times_out_when_nothing_is_ready(feed):
+    event = first_event(make(feed, watermark="2026-01-01T02:10:00Z", deadline_in=0.2))
+    assert event["status"] == "timeout" and event["nextWindow"] == "2026-01-01T02:10:00Z"
+
+
+def test_regressing_last_consumable_is_an_error(feed):
+    event = first_event(make(feed, watermark="2026-01-01T01:10:00Z", seen="2026-01-01T05:10:00Z"))
+    assert event["status"] == "error"
+    assert "lastConsumable moved backwards" in event["message"] and "meta/Segments.json" in event["message"]
