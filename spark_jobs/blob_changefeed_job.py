@@ -15,7 +15,6 @@ also exits 2 with a message naming the file; other failures exit 1.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
 
 from lakefeed.blob.timegrid import parse_time
 from lakefeed.errors import FeedError
+from lakefeed.jobs import write_summary
 
 log = logging.getLogger("blob_changefeed_job")
 
@@ -73,14 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.stop()
     log.info("summary\n%s", format_summary(summary))
-    if args.summary_json:
-        # Written only after both MERGEs committed, atomically: its presence means "this batch is done".
-        target = Path(args.summary_json)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".partial")
-        partial.write_text(json.dumps(summary.to_dict(), indent=2))
-        partial.replace(target)
-    print(json.dumps(summary.to_dict()), flush=True)
+    write_summary(summary.to_dict(), args.summary_json)
     return 0
 
 

@@ -1,0 +1,1 @@
+"""Delta Lake change data feed → Delta."""

@@ -1,0 +1,234 @@
+"""One run of the Delta CDF pipeline: check the range, read the change feed, keep the last change
+per key, MERGE (insert, update, delete) into the target, guarded by source version.
+
+The target keeps, per key, the source version that last touched it
+(``_cdf_version``) and deleted keys as tombstones (``_cdf_deleted = true``).
+A change is applied only when its version is newer than the key's, so
+replaying any range, any number of times, in any order, can neither regress
+a row nor resurrect a deleted one. Delta's idempotent-write options
+(``txnAppId``/``txnVersion``) were not used: they keep one high-water version
+per writer, so an older range replayed after a newer one would be skipped
+whole, including keys it alone changed. Readers of the target filter
+``NOT _cdf_deleted`` (tombstones are kept on purpose).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakefeed.cdf.log import ChangeDataError, DeltaLog, check_range
+from lakefeed.cdf.transforms import (
+    CDF_COLUMNS,
+    DELETED_COLUMN,
+    TARGET_COLUMNS,
+    VERSION_COLUMN,
+    last_change_per_key,
+    snapshot_rows,
+    to_target_rows,
+)
+from lakefeed.delta import commit_metadata, commit_since, ensure_table, table_location, table_version
+from lakefeed.errors import FeedConfigError
+from lakefeed.storage import Store
+
+log = logging.getLogger(__name__)
+
+PIPELINE = "delta_cdf"
+BASE_VERSION_PROPERTY = "lakefeed.cdf.baseVersion"
+
+
+@dataclass
+class CdfSummary:
+    source: str
+    target: str
+    startingVersion: int
+    endingVersion: int
+    latestVersion: int
+    mode: str = "changes"
+    rowsRead: int = 0
+    keysChanged: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    addedColumns: list[str] = field(default_factory=list)
+    targetVersion: int | None = None
+    lagVersions: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _columns(source_columns: list[str], keys: list[str], wanted: list[str] | None) -> list[str]:
+    data_columns = [c for c in source_columns if c not in CDF_COLUMNS]
+    missing = [k for k in keys if k not in data_columns]
+    if missing:
+        raise FeedConfigError(f"key column(s) {', '.join(missing)} not in the source ({', '.join(data_columns)})")
+    clash = [c for c in data_columns if c in TARGET_COLUMNS]
+    if clash:
+        raise FeedConfigError(f"source column(s) {', '.join(clash)} clash with the target's own columns")
+    if not wanted:
+        return data_columns
+    unknown = [c for c in wanted if c not in data_columns]
+    if unknown:
+        raise FeedConfigError(f"column(s) {', '.join(unknown)} not in the source ({', '.join(data_columns)})")
+    return keys + [c for c in wanted if c not in keys]
+
+
+def read_changes(spark: SparkSession, source: str, start: int, end: int) -> DataFrame:
+    return (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", start)
+        .option("endingVersion", end)
+        .load(source)
+    )
+
+
+def _target_base_version(spark: SparkSession, target: str) -> int | None:
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, target):
+        return None
+    properties = DeltaTable.forPath(spark, target).detail().collect()[0]["properties"] or {}
+    value = properties.get(BASE_VERSION_PROPERTY)
+    return int(value) if value is not None else None
+
+
+def run(spark: SparkSession, source: str, target: str, keys: list[str], start: int, end: int,
+        columns: list[str] | None = None) -> CdfSummary:
+    laps: dict[str, float] = {}
+    clock = time.perf_counter()
+    source, target = table_location(source), table_location(target)
+    delta_log = DeltaLog(Store(source))
+    check_range(delta_log, start, end)
+    latest = delta_log.latest_version()
+    summary = CdfSummary(source=source, target=target, startingVersion=start, endingVersion=end,
+                         latestVersion=latest, lagVersions=latest - end)
+    base = _target_base_version(spark, target)
+    if base is not None and end <= base:
+        log.info("target was rebuilt at source version %d: range [%d, %d] is already in it", base, start, end)
+        return summary
+    read_from = max(start, base + 1) if base is not None else start
+
+    changes = read_changes(spark, source, read_from, end)
+    selected = _columns(changes.columns, keys, columns)
+    rows = to_target_rows(last_change_per_key(changes, keys), selected).persist()
+    try:
+        try:
+            summary.keysChanged = rows.count()
+            summary.rowsRead = changes.where(F.col("_change_type") != "update_preimage").count()
+        except Exception as exc:
+            raise _vacuumed(exc, source, read_from, end) or exc
+        laps["read"] = round(time.perf_counter() - clock, 3)
+        summary.addedColumns = _merge(spark, rows, target, keys, summary, metadata={
+            "pipeline": PIPELINE, "source": source, "startingVersion": start, "endingVersion": end})
+    finally:
+        rows.unpersist()
+    laps["merge"] = round(time.perf_counter() - clock - laps["read"], 3)
+    summary.seconds = laps
+    return summary
+
+
+def _vacuumed(exc: Exception, source: str, start: int, end: int) -> ChangeDataError | None:
+    text = str(exc)
+    if "FileNotFound" in text or "CHANGE_DATA_FILE_NOT_FOUND" in text or "does not exist" in text:
+        return ChangeDataError(
+            f"change data files of {source} for versions {start}..{end} are gone (removed by VACUUM); "
+            f"rebuild the target with a full refresh (delta_cdf_job.py --full-refresh) and resume from its version"
+        )
+    return None
+
+
+def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], summary: CdfSummary,
+           metadata: dict) -> list[str]:
+    table = ensure_table(spark, target, rows.schema, properties={"delta.enableChangeDataFeed": "true"})
+    added = _add_new_columns(spark, target, table.toDF().columns, rows)
+    if summary.keysChanged == 0:
+        return added
+    on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+    newer = f"s.{VERSION_COLUMN} > t.{VERSION_COLUMN}"
+    before = table_version(spark, target)
+    with commit_metadata(spark, metadata):
+        (
+            table.alias("t")
+            .merge(rows.alias("s"), on)
+            .whenMatchedUpdate(condition=f"{newer} AND s.{DELETED_COLUMN}",
+                               set={VERSION_COLUMN: f"s.{VERSION_COLUMN}", TARGET_COLUMNS[1]: f"s.{TARGET_COLUMNS[1]}",
+                                    DELETED_COLUMN: "true"})
+            .whenMatchedUpdateAll(condition=newer)
+            .whenNotMatchedInsertAll()  # a delete seen first is kept as a tombstone
+            .execute()
+        )
+    commit = commit_since(spark, target, before)
+    if commit is not None:
+        summary.targetVersion = commit["version"]
+        _count_effects(spark, target, commit["version"], keys, summary)
+    else:
+        summary.targetVersion = before
+    summary.unchanged = summary.keysChanged - summary.inserted - summary.updated - summary.deleted
+    return added
+
+
+def _add_new_columns(spark: SparkSession, target: str, existing: list[str], rows: DataFrame) -> list[str]:
+    """Additive schema changes of the source flow into the target."""
+    new = [f for f in rows.schema.fields if f.name not in existing]
+    if new:
+        spec = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in new)
+        spark.sql(f"ALTER TABLE delta.`{target}` ADD COLUMNS ({spec})")
+        log.info("added column(s) %s to %s", ", ".join(f.name for f in new), target)
+    return [f.name for f in new]
+
+
+def _count_effects(spark: SparkSession, target: str, version: int, keys: list[str], summary: CdfSummary) -> None:
+    """Inserted / updated / deleted as readers of the target see them, from the target's own change feed."""
+    changes = read_changes(spark, target, version, version)
+    kind = F.col("_change_type")
+    live = ~F.col(DELETED_COLUMN)
+    per_key = changes.groupBy(*keys).agg(
+        F.max(F.when(kind == "update_preimage", live)).alias("was_live"),
+        F.max(F.when(kind != "update_preimage", live)).alias("now_live"),
+    )
+    was, now = F.col("was_live"), F.col("now_live")
+    counts = per_key.agg(
+        F.count_if(now & (was.isNull() | ~was)).alias("inserted"),  # new key, or a tombstone re-created
+        F.count_if(was & now).alias("updated"),
+        F.count_if(was & ~now).alias("deleted"),
+    ).collect()[0]
+    summary.inserted, summary.updated, summary.deleted = (int(counts[k] or 0) for k in ("inserted", "updated", "deleted"))
+
+
+def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str], version: int | None = None,
+                 columns: list[str] | None = None) -> CdfSummary:
+    """Rebuild the target from a snapshot of the source at ``version`` (default: latest)."""
+    source, target = table_location(source), table_location(target)
+    latest = DeltaLog(Store(source)).latest_version()
+    if latest is None:
+        raise ChangeDataError(f"{source} is not a Delta table")
+    version = latest if version is None else version
+    if version > latest:
+        raise ChangeDataError(f"version {version} is beyond the latest version {latest} of {source}")
+    from delta.tables import DeltaTable
+
+    commit = DeltaTable.forPath(spark, source).history().where(F.col("version") == version).collect()
+    timestamp = commit[0]["timestamp"] if commit else None
+    snapshot = spark.read.format("delta").option("versionAsOf", version).load(source)
+    selected = _columns(snapshot.columns, keys, columns)
+    rows = snapshot_rows(snapshot, selected, version, timestamp)
+    with commit_metadata(spark, {"pipeline": PIPELINE, "source": source, "fullRefreshVersion": version}):
+        (
+            rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+            .save(target)
+        )
+    spark.sql(f"ALTER TABLE delta.`{target}` SET TBLPROPERTIES ('{BASE_VERSION_PROPERTY}' = '{version}', "
+              f"'delta.enableChangeDataFeed' = 'true')")
+    summary = CdfSummary(source=source, target=target, startingVersion=version, endingVersion=version,
+                         latestVersion=latest, mode="full-refresh", lagVersions=latest - version)
+    summary.inserted = spark.read.format("delta").load(target).count()
+    summary.targetVersion = table_version(spark, target)
+    return summary
