@@ -57,8 +57,7 @@ ISO_HINT = "ISO-8601 UTC on the feed's hourly grid, e.g. 2026-01-01T00:10:00Z"
 def blob_changefeed_to_delta():
     wait_for_ready_window = ChangeFeedReadySensor(
         task_id="wait_for_ready_window",
-        backfill_start="{{ params.window_start or '' }}",
-        backfill_end="{{ params.window_end or '' }}",
+        backfill="{{ (params.window_start or '') ~ (params.window_end or '') }}",
         deferrable=True,
         retries=0,
     )

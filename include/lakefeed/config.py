@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -40,32 +40,108 @@ class BlobPipelineConfig:
 
     @classmethod
     def from_mapping(cls, overrides: dict[str, Any] | None, where: str = "config") -> "BlobPipelineConfig":
-        overrides = dict(overrides or {})
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(overrides) - set(known))
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}")
-        for key, value in overrides.items():
-            _check_type(key, value, cls.__dataclass_fields__[key].type, where)
-        config = cls(**overrides)
+        config = from_mapping(cls, overrides, where)
         if config.max_windows_per_run < 1 or config.windows_per_batch < 1:
             raise ConfigError(f"{where}: max_windows_per_run and windows_per_batch must be at least 1")
         return config
 
     @classmethod
     def from_json(cls, text: str | None, where: str) -> "BlobPipelineConfig":
-        if not text:
-            return cls()
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where} is not JSON ({exc})") from None
-        if not isinstance(document, dict):
-            raise ConfigError(f"{where} must be a JSON object")
-        return cls.from_mapping(document, where)
+        return cls.from_mapping(_json_object(text, where), where)
 
 
-_TYPES = {"str": str, "int": int, "float": (int, float), "dict": dict}
+@dataclass(frozen=True)
+class CdfPipeline:
+    """One source table → one target table."""
+
+    name: str
+    source_table: str
+    target_table: str
+    keys: list
+    columns: list | None = None       # only these source columns (keys always kept)
+    versions_per_job: int = 50        # source versions per spark-submit
+    max_versions_per_run: int = 1000
+
+    @property
+    def checkpoint_variable(self) -> str:
+        return f"lakefeed_cdf_checkpoint__{self.name}"
+
+
+@dataclass(frozen=True)
+class CdfConfig:
+    """Settings of the Delta CDF DAG (the ``lakefeed_cdf_config`` Variable)."""
+
+    pipelines: list = None  # type: ignore[assignment]  # of CdfPipeline; default: the demo pipeline
+    run_dir: str = str(DATA_DIR / "cdf_runs")
+    sensor_poke_seconds: float = 60.0
+    sensor_timeout_seconds: float = 3000.0
+
+    def __post_init__(self):
+        if self.pipelines is None:
+            object.__setattr__(self, "pipelines", [CdfPipeline(
+                name="demo", source_table=str(DATA_DIR / "cdf" / "source"),
+                target_table=str(DATA_DIR / "cdf" / "target"), keys=["id"])])
+
+    @classmethod
+    def from_json(cls, text: str | None, where: str) -> "CdfConfig":
+        document = _json_object(text, where) or {}
+        pipelines = document.pop("pipelines", None)
+        config = from_mapping(cls, document, where)
+        if pipelines is None:
+            return config
+        if not isinstance(pipelines, list) or not pipelines:
+            raise ConfigError(f"{where}: pipelines must be a non-empty list")
+        parsed = []
+        for index, item in enumerate(pipelines):
+            if not isinstance(item, dict):
+                raise ConfigError(f"{where}: pipelines[{index}] must be an object")
+            pipeline = from_mapping(CdfPipeline, item, f"{where} pipelines[{index}]")
+            if not pipeline.keys or not all(isinstance(k, str) for k in pipeline.keys):
+                raise ConfigError(f"{where}: pipelines[{index}].keys must list key column names")
+            if pipeline.versions_per_job < 1 or pipeline.max_versions_per_run < 1:
+                raise ConfigError(f"{where}: pipelines[{index}] version counts must be at least 1")
+            parsed.append(pipeline)
+        names = [p.name for p in parsed]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"{where}: pipeline names must be unique ({', '.join(names)})")
+        return CdfConfig(pipelines=parsed, run_dir=config.run_dir, sensor_poke_seconds=config.sensor_poke_seconds,
+                         sensor_timeout_seconds=config.sensor_timeout_seconds)
+
+    def pipeline(self, name: str) -> CdfPipeline:
+        for pipeline in self.pipelines:
+            if pipeline.name == name:
+                return pipeline
+        raise ConfigError(f"no CDF pipeline named {name!r} (configured: {', '.join(p.name for p in self.pipelines)})")
+
+
+def _json_object(text: str | None, where: str) -> dict | None:
+    if not text:
+        return None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where} is not JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise ConfigError(f"{where} must be a JSON object")
+    return document
+
+
+def from_mapping(cls, overrides: dict[str, Any] | None, where: str):
+    """``cls(**overrides)`` after checking every key is known and every value has the declared type."""
+    overrides = dict(overrides or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.name not in overrides]
+    if required:
+        raise ConfigError(f"{where}: missing key(s) {', '.join(required)}")
+    for key, value in overrides.items():
+        _check_type(key, value, cls.__dataclass_fields__[key].type, where)
+    return cls(**overrides)
+
+
+_TYPES = {"str": str, "int": int, "float": (int, float), "dict": dict, "list": list}
 
 
 def _check_type(key: str, value: Any, declared: str, where: str) -> None:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-import shutil
-from pathlib import Path
 from typing import Any
 
 from lakefeed.blob.feed import ChangeFeed
@@ -29,6 +26,7 @@ from lakefeed.blob.timegrid import HOUR, format_time, parse_time
 from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig
 from lakefeed.errors import FeedConfigError
 from lakefeed.storage import Store
+from lakefeed_airflow.runs import fail_if_any_failed, finished_summaries, fresh_run_folder, summary_path
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +34,6 @@ JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "blob_changefeed_job.py")
 SUMMED = ("chunkFiles", "emptyChunkFiles", "bytesRead", "recordsRead", "recordsClaimed", "controlDropped",
           "eventsClaimed", "strays", "duplicatesRemoved", "eventsUnique", "eventsInserted", "stateInserted",
           "stateUpdated")
-
-
-def run_folder(config: BlobPipelineConfig, run_id: str) -> Path:
-    return Path(config.run_dir) / re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
 
 
 def plan(config: BlobPipelineConfig, checkpoint, params: dict[str, Any], run_id: str) -> dict[str, Any]:
@@ -63,9 +57,7 @@ def plan(config: BlobPipelineConfig, checkpoint, params: dict[str, Any], run_id:
                                   config.max_windows_per_run)
         mode = "scheduled"
     batches = batches_of(windows, config.windows_per_batch)
-    folder = run_folder(config, run_id)
-    shutil.rmtree(folder, ignore_errors=True)  # a re-planned run starts with no stale summaries
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = fresh_run_folder(config.run_dir, run_id)
     result = {
         "mode": mode,
         "batches": [b.to_dict() for b in batches],
@@ -90,7 +82,7 @@ def job_arguments(config: BlobPipelineConfig, planned: dict[str, Any]) -> list[l
     return [
         ["--feed-root", config.feed_root, "--window-start", batch["start"], "--window-end", batch["end"],
          "--events-table", config.events_table, "--state-table", config.state_table,
-         "--summary-json", str(Path(planned["runFolder"]) / f"{index}.json")]
+         "--summary-json", summary_path(planned["runFolder"], index)]
         for index, batch in enumerate(planned["batches"])
     ]
 
@@ -98,11 +90,7 @@ def job_arguments(config: BlobPipelineConfig, planned: dict[str, Any]) -> list[l
 def commit(store, planned: dict[str, Any], run_id: str) -> dict[str, Any]:
     """Advance the checkpoint over the finished prefix; report the run; fail if any batch failed."""
     batches = [Batch.from_dict(b) for b in planned["batches"]]
-    summaries = {}
-    for index in range(len(batches)):
-        path = Path(planned["runFolder"]) / f"{index}.json"
-        if path.exists():
-            summaries[index] = json.loads(path.read_text())
+    summaries = finished_summaries(planned["runFolder"], len(batches))
     checkpoint = store.load()
     last_consumable = parse_time(planned["lastConsumable"])
     watermark = advance_watermark(checkpoint.watermark, batches, set(summaries))
@@ -123,9 +111,5 @@ def commit(store, planned: dict[str, Any], run_id: str) -> dict[str, Any]:
         "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),
     }
     log.info("run summary: %s", json.dumps(report, indent=2))
-    if failed:
-        raise RuntimeError(
-            f"{len(failed)} of {len(batches)} batch(es) failed ({failed[0]['start']} first); checkpoint is at "
-            f"{report['watermark']}: the next run resumes from there"
-        )
+    fail_if_any_failed(failed, len(batches), report["watermark"])
     return report

@@ -1,4 +1,8 @@
-"""Deferrable waiting for the blob change feed: polls Segments.json in the triggerer, no worker slot."""
+"""Deferrable waiting in the triggerer (no worker slot): poll cheap JSON until something is ready.
+
+Triggers store only primitives; each yields exactly one event: ``ready``,
+``timeout`` (at ``deadline``) or ``error`` (with a message naming the file).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,40 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
-class ChangeFeedReadyTrigger(BaseTrigger):
-    """Fires once a window past ``watermark`` is ready (``lastConsumable >= window + 1h``).
+class _PollingTrigger(BaseTrigger):
+    """Calls ``_check()`` (blocking I/O, in a thread) every ``poke_interval`` seconds until ``deadline``."""
 
-    Stores only primitives. Yields one event: ``ready``, ``timeout`` (at
-    ``deadline``) or ``error`` (with a message naming the file at fault).
+    def __init__(self, *, deadline: str, poke_interval: float = 60.0):
+        super().__init__()
+        self.deadline = deadline
+        self.poke_interval = poke_interval
+
+    def _check(self) -> tuple[bool, dict[str, Any]]:
+        raise NotImplementedError
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from lakefeed.blob.timegrid import parse_time
+        from lakefeed.errors import FeedError
+
+        deadline = parse_time(self.deadline)
+        while True:
+            try:
+                ready, details = await asyncio.to_thread(self._check)
+            except (FeedError, ValueError) as exc:
+                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                return
+            if ready:
+                yield TriggerEvent({"status": "ready", **details})
+                return
+            if datetime.now(timezone.utc) >= deadline:
+                yield TriggerEvent({"status": "timeout", **details})
+                return
+            self.log.info("nothing ready yet (%s); sleeping %ss", details, self.poke_interval)
+            await asyncio.sleep(self.poke_interval)
+
+
+class ChangeFeedReadyTrigger(_PollingTrigger):
+    """Fires once a blob change feed window past ``watermark`` is ready (``lastConsumable >= window + 1h``).
 
     :param feed_root: the ``$blobchangefeed`` container (folder or URL)
     :param watermark: ISO start of the first window not yet applied, or None
@@ -26,13 +59,11 @@ class ChangeFeedReadyTrigger(BaseTrigger):
 
     def __init__(self, *, feed_root: str, watermark: str | None, last_consumable_seen: str | None,
                  start_from: str | None, deadline: str, poke_interval: float = 60.0):
-        super().__init__()
+        super().__init__(deadline=deadline, poke_interval=poke_interval)
         self.feed_root = feed_root
         self.watermark = watermark
         self.last_consumable_seen = last_consumable_seen
         self.start_from = start_from
-        self.deadline = deadline
-        self.poke_interval = poke_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -47,29 +78,7 @@ class ChangeFeedReadyTrigger(BaseTrigger):
             },
         )
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        from lakefeed.blob.timegrid import parse_time
-        from lakefeed.errors import FeedError
-
-        deadline = parse_time(self.deadline)
-        while True:
-            try:
-                readiness = await asyncio.to_thread(self._check)
-            except FeedError as exc:
-                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
-                return
-            if readiness.ready:
-                yield TriggerEvent({"status": "ready", **readiness.to_dict()})
-                return
-            if datetime.now(timezone.utc) >= deadline:
-                yield TriggerEvent({"status": "timeout", **readiness.to_dict()})
-                return
-            self.log.info("no window ready yet (lastConsumable %s, next window %s); sleeping %ss",
-                          readiness.to_dict()["lastConsumable"], readiness.to_dict()["nextWindow"],
-                          self.poke_interval)
-            await asyncio.sleep(self.poke_interval)
-
-    def _check(self):
+    def _check(self) -> tuple[bool, dict[str, Any]]:
         from lakefeed.blob.feed import ChangeFeed
         from lakefeed.blob.schedule import check_readiness
         from lakefeed.blob.timegrid import parse_time
@@ -78,5 +87,43 @@ class ChangeFeedReadyTrigger(BaseTrigger):
         def time_or_none(text):
             return parse_time(text) if text else None
 
-        return check_readiness(ChangeFeed(Store(self.feed_root)), time_or_none(self.watermark),
-                               time_or_none(self.last_consumable_seen), time_or_none(self.start_from))
+        readiness = check_readiness(ChangeFeed(Store(self.feed_root)), time_or_none(self.watermark),
+                                    time_or_none(self.last_consumable_seen), time_or_none(self.start_from))
+        return readiness.ready, readiness.to_dict()
+
+
+class DeltaVersionTrigger(_PollingTrigger):
+    """Fires once any source table has a version past its pipeline's applied version.
+
+    :param sources: ``[{"name": …, "source_table": …, "applied_version": int | None}, …]``
+    :param deadline: ISO time at which to give up
+    :param poke_interval: seconds between polls
+    """
+
+    def __init__(self, *, sources: list[dict[str, Any]], deadline: str, poke_interval: float = 60.0):
+        super().__init__(deadline=deadline, poke_interval=poke_interval)
+        self.sources = sources
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "lakefeed_airflow.triggers.DeltaVersionTrigger",
+            {"sources": self.sources, "deadline": self.deadline, "poke_interval": self.poke_interval},
+        )
+
+    def _check(self) -> tuple[bool, dict[str, Any]]:
+        behind = sources_behind(self.sources)
+        return bool(behind), {"behind": behind}
+
+
+def sources_behind(sources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The sources whose latest version (from ``_delta_log``) is past their applied version."""
+    from lakefeed.cdf.log import DeltaLog
+    from lakefeed.storage import Store
+
+    behind = {}
+    for source in sources:
+        latest = DeltaLog(Store(source["source_table"])).latest_version()
+        applied = source["applied_version"]
+        if latest is not None and (applied is None or latest > applied):
+            behind[source["name"]] = {"latest": latest, "applied": applied}
+    return behind

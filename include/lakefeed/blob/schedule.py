@@ -11,6 +11,7 @@ from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.plan import is_ready
 from lakefeed.blob.timegrid import HOUR, WindowGrid, format_time, parse_time
 from lakefeed.errors import FeedConfigError, FeedCorruptError
+from lakefeed.progress import advance
 
 
 @dataclass(frozen=True)
@@ -100,24 +101,8 @@ def backfill_windows(grid_minute: int, start: datetime, end: datetime, last_cons
 
 
 def advance_watermark(watermark: datetime | None, batches: list[Batch], succeeded: set[int]) -> datetime | None:
-    """The watermark after a run: moved over the contiguous prefix of finished batches, never backwards.
-
-    ``succeeded`` holds the indexes of the batches whose job finished. Without a
-    watermark yet, the prefix starts at the earliest batch.
-    """
-    if not batches:
-        return watermark
-    position = watermark if watermark is not None else min(b.start for b in batches)
-    moved = False
-    for index, batch in sorted(enumerate(batches), key=lambda item: item[1].start):
-        if batch.end <= position:
-            continue  # wholly behind the watermark (a backfill): nothing to advance
-        if batch.start > position or index not in succeeded:
-            break
-        position, moved = batch.end, True
-    if watermark is None:
-        return position if moved else None
-    return max(position, watermark)
+    """The watermark after a run: over the contiguous prefix of finished batches, never backwards."""
+    return advance(watermark, [(b.start, b.end) for b in batches], succeeded)
 
 
 @dataclass(frozen=True)

@@ -147,8 +147,12 @@ def _vacuumed(exc: Exception, source: str, start: int, end: int) -> ChangeDataEr
 
 def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], summary: CdfSummary,
            metadata: dict) -> list[str]:
+    from delta.tables import DeltaTable
+
     table = ensure_table(spark, target, rows.schema, properties={"delta.enableChangeDataFeed": "true"})
     added = _add_new_columns(spark, target, table.toDF().columns, rows)
+    if added:
+        table = DeltaTable.forPath(spark, target)  # a DeltaTable is bound to the schema it was created with
     if summary.keysChanged == 0:
         return added
     on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)

@@ -1,0 +1,74 @@
+"""JVM-free range checks against real Delta tables written by delta-rs."""
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lakefeed.cdf.log import ChangeDataError, DeltaLog, check_range
+from lakefeed.storage import Store
+
+CDF_ON = {"delta.enableChangeDataFeed": "true"}
+
+
+def rows(n, extra=False):
+    data = {"id": pa.array(range(n), pa.int64()), "name": pa.array([f"n{i}" for i in range(n)])}
+    if extra:
+        data["score"] = pa.array([1.0] * n)
+    return pa.table(data)
+
+
+def delta_log(path):
+    return DeltaLog(Store(str(path)))
+
+
+def test_latest_version_and_not_a_table(tmp_path):
+    assert delta_log(tmp_path).latest_version() is None
+    write_deltalake(str(tmp_path), rows(3), configuration=CDF_ON)
+    write_deltalake(str(tmp_path), rows(3), mode="append")
+    assert delta_log(tmp_path).latest_version() == 1
+    assert check_range(delta_log(tmp_path), 0, 1) == []
+
+
+def test_range_past_latest_is_refused(tmp_path):
+    write_deltalake(str(tmp_path), rows(3), configuration=CDF_ON)
+    with pytest.raises(ChangeDataError, match="starting version 3 is beyond the latest version 0"):
+        check_range(delta_log(tmp_path), 3, 4)
+    with pytest.raises(ChangeDataError, match="ending version 2 is beyond the latest version 0"):
+        check_range(delta_log(tmp_path), 0, 2)
+
+
+def test_range_before_cdf_was_enabled_names_the_version(tmp_path):
+    write_deltalake(str(tmp_path), rows(3))                                      # v0: no CDF
+    write_deltalake(str(tmp_path), rows(3), mode="append")                       # v1
+    DeltaTable(str(tmp_path)).alter.set_table_properties(CDF_ON)                  # v2 enables it
+    write_deltalake(str(tmp_path), rows(3), mode="append")                       # v3
+    with pytest.raises(ChangeDataError, match="enabled at version 2.*version 0 has no change data.*full-refresh"):
+        check_range(delta_log(tmp_path), 0, 3)
+    with pytest.raises(ChangeDataError, match="enabled at version 2"):
+        check_range(delta_log(tmp_path), 0, 1)
+    assert check_range(delta_log(tmp_path), 2, 3) == []
+
+
+def test_cdf_never_enabled(tmp_path):
+    write_deltalake(str(tmp_path), rows(3))
+    with pytest.raises(ChangeDataError, match="not enabled.*delta.enableChangeDataFeed"):
+        check_range(delta_log(tmp_path), 0, 0)
+
+
+def test_additive_schema_change_is_reported_non_additive_refused(tmp_path):
+    write_deltalake(str(tmp_path), rows(3), configuration=CDF_ON)                              # v0
+    write_deltalake(str(tmp_path), rows(3, extra=True), mode="append", schema_mode="merge")      # v1 adds score
+    [change] = check_range(delta_log(tmp_path), 0, 1)
+    assert (change.version, change.added) == (1, ("score",))
+    write_deltalake(str(tmp_path), rows(2), mode="overwrite", schema_mode="overwrite")           # v2 drops it
+    with pytest.raises(ChangeDataError, match=r"version 2 .* non-additively \(removed: score"):
+        check_range(delta_log(tmp_path), 1, 2)
+
+
+def test_versions_removed_from_the_log(tmp_path):
+    write_deltalake(str(tmp_path), rows(3), configuration=CDF_ON)
+    write_deltalake(str(tmp_path), rows(3), mode="append")
+    write_deltalake(str(tmp_path), rows(3), mode="append")
+    (tmp_path / "_delta_log" / f"{1:020d}.json").unlink()
+    with pytest.raises(ChangeDataError, match="versions 1..1 .* no longer in its log.*full refresh"):
+        check_range(delta_log(tmp_path), 1, 2)
