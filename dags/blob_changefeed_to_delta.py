@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, dag, task
 
 from lakefeed.spark import delta_package
 from lakefeed_airflow.blob_tasks import JOB_SCRIPT
+from lakefeed_airflow.operators import FeedSparkSubmitOperator
 from lakefeed_airflow.sensors import ChangeFeedReadySensor
 
 SPARK_CONN_ID = "spark_default"
@@ -90,7 +90,7 @@ def blob_changefeed_to_delta():
         return blob_tasks.commit(CheckpointStore(blob_config().checkpoint_variable), planned, run_id)
 
     planned = plan_windows()
-    ingest_windows = SparkSubmitOperator.partial(
+    ingest_windows = FeedSparkSubmitOperator.partial(
         task_id="ingest_windows",
         application=JOB_SCRIPT,
         conn_id=SPARK_CONN_ID,

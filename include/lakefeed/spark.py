@@ -55,13 +55,21 @@ def get_session(app_name: str, master: str | None = None, extra: dict[str, str] 
     """A Delta-enabled session: reuses a running one (spark-submit, tests) or starts one."""
     from pyspark.sql import SparkSession
 
+    from lakefeed.azure import REDACTION_REGEX, executor_env_settings
+
+    settings = {**jar_settings(), **DELTA_EXTENSIONS, **SESSION_DEFAULTS, "spark.redaction.regex": REDACTION_REGEX}
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (it hands the driver a gateway port) the master comes
     # from spark-submit's --master; only a plain `python job.py` picks one here.
-    if master or not os.environ.get("PYSPARK_GATEWAY_PORT"):
-        builder = builder.master(master or os.environ.get("LAKEFEED_SPARK_MASTER", "local[*]"))
-    settings = {**jar_settings(), **DELTA_EXTENSIONS, **SESSION_DEFAULTS, **(extra or {})}
-    for key, value in settings.items():
+    under_submit = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+    if master or not under_submit:
+        master = master or os.environ.get("LAKEFEED_SPARK_MASTER", "local[*]")
+        builder = builder.master(master)
+    if under_submit or not master.startswith("local"):
+        # Cluster executors do not inherit the driver's environment: forward the
+        # storage credentials (redacted wherever Spark shows its configuration).
+        settings.update(executor_env_settings())
+    for key, value in {**settings, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     _check_delta(spark)

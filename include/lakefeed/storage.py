@@ -25,9 +25,37 @@ class Entry:
     is_dir: bool
 
 
+class StoreBase:
+    """What the pipelines need of storage; subclasses supply the primitives."""
+
+    root: str
+
+    def url(self, relative: str) -> str:
+        """Human- and executor-usable address of ``relative``: names files in errors."""
+        return f"{self.root}/{relative}" if relative else self.root
+
+    def read_bytes(self, relative: str) -> bytes:
+        raise NotImplementedError
+
+    def read_json(self, relative: str) -> Any:
+        """Parse a JSON file; missing or malformed content raises an error naming the file."""
+        try:
+            raw = self.read_bytes(relative)
+        except FileNotFoundError:
+            raise FeedError(f"{self.url(relative)} does not exist") from None
+        try:
+            return json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise FeedCorruptError(f"{self.url(relative)}: malformed JSON ({exc})") from None
+
+
 @dataclass
-class Store:
-    """A folder of files under ``root`` (``/data/feed``, ``file:///…``, ``az://container``)."""
+class Store(StoreBase):
+    """A folder of files under ``root`` (``/data/feed``, ``file:///…``, ``az://container``).
+
+    Azure URLs go through adlfs, which takes its credentials from the
+    environment (see :mod:`lakefeed.azure`); nothing secret is in ``root``.
+    """
 
     root: str
     options: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -44,10 +72,6 @@ class Store:
         """Filesystem path of ``relative`` (``a/b``) under the root."""
         return posixpath.join(self._root_path, relative) if relative else self._root_path
 
-    def url(self, relative: str) -> str:
-        """Human- and executor-usable address of ``relative``: names files in errors."""
-        return f"{self.root}/{relative}" if relative else self.root
-
     def exists(self, relative: str) -> bool:
         return self._fs.exists(self.path(relative))
 
@@ -57,17 +81,6 @@ class Store:
     def read_bytes(self, relative: str) -> bytes:
         with self.open(relative) as handle:
             return handle.read()
-
-    def read_json(self, relative: str) -> Any:
-        """Parse a JSON file; malformed content raises an error naming the file."""
-        try:
-            raw = self.read_bytes(relative)
-        except FileNotFoundError:
-            raise FeedError(f"{self.url(relative)} does not exist") from None
-        try:
-            return json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise FeedCorruptError(f"{self.url(relative)}: malformed JSON ({exc})") from None
 
     def list(self, relative: str) -> list[Entry]:
         """Direct children of a folder, sorted by name; empty when it does not exist."""

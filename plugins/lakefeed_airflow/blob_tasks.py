@@ -25,7 +25,7 @@ from lakefeed.blob.schedule import (
 from lakefeed.blob.timegrid import HOUR, format_time, parse_time
 from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig
 from lakefeed.errors import FeedConfigError
-from lakefeed.storage import Store
+from lakefeed_airflow.azure import feed_store
 from lakefeed_airflow.runs import fail_if_any_failed, finished_summaries, fresh_run_folder, summary_path
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ SUMMED = ("chunkFiles", "emptyChunkFiles", "bytesRead", "recordsRead", "recordsC
 
 def plan(config: BlobPipelineConfig, checkpoint, params: dict[str, Any], run_id: str) -> dict[str, Any]:
     """Which batches of windows this run submits, from the checkpoint (or the backfill params)."""
-    feed = ChangeFeed(Store(config.feed_root))
+    feed = ChangeFeed(feed_store(config.feed_root, config.wasb_conn_id))
     last_consumable = feed.last_consumable()
     check_last_consumable(last_consumable, checkpoint.last_consumable, feed.store.url("meta/Segments.json"))
     start, end = params.get("window_start"), params.get("window_end")

@@ -87,18 +87,19 @@ class ChangeFeedReadySensor(_PollingSensor):
         from lakefeed.blob.feed import ChangeFeed
         from lakefeed.blob.schedule import check_readiness
         from lakefeed.blob.timegrid import format_time, parse_time
-        from lakefeed.storage import Store
+        from lakefeed_airflow.azure import feed_store
         from lakefeed_airflow.settings import CheckpointStore, blob_config
 
         config = blob_config()
         checkpoint = CheckpointStore(config.checkpoint_variable).load()
         start_from = parse_time(config.start_from) if config.start_from else None
-        readiness = check_readiness(ChangeFeed(Store(config.feed_root)), checkpoint.watermark,
-                                    checkpoint.last_consumable, start_from)
+        readiness = check_readiness(ChangeFeed(feed_store(config.feed_root, config.wasb_conn_id)),
+                                    checkpoint.watermark, checkpoint.last_consumable, start_from)
 
         def make_trigger(deadline: str) -> ChangeFeedReadyTrigger:
             return ChangeFeedReadyTrigger(
                 feed_root=config.feed_root,
+                wasb_conn_id=config.wasb_conn_id,
                 watermark=format_time(checkpoint.watermark) if checkpoint.watermark else None,
                 last_consumable_seen=format_time(checkpoint.last_consumable) if checkpoint.last_consumable else None,
                 start_from=config.start_from,

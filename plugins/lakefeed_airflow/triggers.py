@@ -50,6 +50,7 @@ class ChangeFeedReadyTrigger(_PollingTrigger):
     """Fires once a blob change feed window past ``watermark`` is ready (``lastConsumable >= window + 1h``).
 
     :param feed_root: the ``$blobchangefeed`` container (folder or URL)
+    :param wasb_conn_id: read the feed through this Azure connection, or None
     :param watermark: ISO start of the first window not yet applied, or None
     :param last_consumable_seen: ISO lastConsumable stored with the checkpoint, or None
     :param start_from: ISO time before which windows are ignored on a first run, or None
@@ -58,9 +59,11 @@ class ChangeFeedReadyTrigger(_PollingTrigger):
     """
 
     def __init__(self, *, feed_root: str, watermark: str | None, last_consumable_seen: str | None,
-                 start_from: str | None, deadline: str, poke_interval: float = 60.0):
+                 start_from: str | None, deadline: str, poke_interval: float = 60.0,
+                 wasb_conn_id: str | None = None):
         super().__init__(deadline=deadline, poke_interval=poke_interval)
         self.feed_root = feed_root
+        self.wasb_conn_id = wasb_conn_id
         self.watermark = watermark
         self.last_consumable_seen = last_consumable_seen
         self.start_from = start_from
@@ -70,6 +73,7 @@ class ChangeFeedReadyTrigger(_PollingTrigger):
             "lakefeed_airflow.triggers.ChangeFeedReadyTrigger",
             {
                 "feed_root": self.feed_root,
+                "wasb_conn_id": self.wasb_conn_id,
                 "watermark": self.watermark,
                 "last_consumable_seen": self.last_consumable_seen,
                 "start_from": self.start_from,
@@ -82,12 +86,13 @@ class ChangeFeedReadyTrigger(_PollingTrigger):
         from lakefeed.blob.feed import ChangeFeed
         from lakefeed.blob.schedule import check_readiness
         from lakefeed.blob.timegrid import parse_time
-        from lakefeed.storage import Store
+        from lakefeed_airflow.azure import feed_store
 
         def time_or_none(text):
             return parse_time(text) if text else None
 
-        readiness = check_readiness(ChangeFeed(Store(self.feed_root)), time_or_none(self.watermark),
+        readiness = check_readiness(ChangeFeed(feed_store(self.feed_root, self.wasb_conn_id)),
+                                    time_or_none(self.watermark),
                                     time_or_none(self.last_consumable_seen), time_or_none(self.start_from))
         return readiness.ready, readiness.to_dict()
 

@@ -21,13 +21,15 @@ def make(feed_root, watermark=None, seen=None, deadline_in=60.0):
 
 
 def test_serialize_is_exact_and_round_trips():
-    trigger = ChangeFeedReadyTrigger(feed_root="/feed", watermark="2026-01-01T02:10:00Z",
+    trigger = ChangeFeedReadyTrigger(feed_root="az://$blobchangefeed", wasb_conn_id="wasb_feed",
+                                     watermark="2026-01-01T02:10:00Z",
                                      last_consumable_seen="2026-01-01T03:10:00Z", start_from=None,
                                      deadline="2026-01-01T05:00:00Z", poke_interval=30.0)
     classpath, kwargs = trigger.serialize()
     assert classpath == "lakefeed_airflow.triggers.ChangeFeedReadyTrigger"
     assert kwargs == {
-        "feed_root": "/feed",
+        "feed_root": "az://$blobchangefeed",
+        "wasb_conn_id": "wasb_feed",
         "watermark": "2026-01-01T02:10:00Z",
         "last_consumable_seen": "2026-01-01T03:10:00Z",
         "start_from": None,
@@ -68,3 +70,34 @@ def test_regressing_last_consumable_is_an_error(feed):
     event = first_event(make(feed, watermark="2026-01-01T01:10:00Z", seen="2026-01-01T05:10:00Z"))
     assert event["status"] == "error"
     assert "lastConsumable moved backwards" in event["message"] and "meta/Segments.json" in event["message"]
+
+
+def test_delta_version_trigger_serialize_is_exact_and_round_trips():
+    from lakefeed_airflow.triggers import DeltaVersionTrigger
+
+    sources = [{"name": "orders", "source_table": "/src", "applied_version": 7}]
+    trigger = DeltaVersionTrigger(sources=sources, deadline="2026-01-01T05:00:00Z", poke_interval=15.0)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "lakefeed_airflow.triggers.DeltaVersionTrigger"
+    assert kwargs == {"sources": sources, "deadline": "2026-01-01T05:00:00Z", "poke_interval": 15.0}
+    assert DeltaVersionTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+def test_delta_version_trigger_fires_when_a_source_is_behind(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakefeed_airflow.triggers import DeltaVersionTrigger
+
+    write_deltalake(str(tmp_path), pa.table({"id": [1]}))
+    write_deltalake(str(tmp_path), pa.table({"id": [2]}), mode="append")
+
+    def event(applied, deadline_in=60.0):
+        deadline = format_time(datetime.now(timezone.utc) + timedelta(seconds=deadline_in))
+        trigger = DeltaVersionTrigger(sources=[{"name": "t", "source_table": str(tmp_path), "applied_version": applied}],
+                                      deadline=deadline, poke_interval=0.05)
+        return first_event(trigger)
+
+    assert event(0) == {"status": "ready", "behind": {"t": {"latest": 1, "applied": 0}}}
+    assert event(None)["status"] == "ready"
+    assert event(1, deadline_in=0.1) == {"status": "timeout", "behind": {}}

@@ -1,0 +1,70 @@
+"""Azure Blob credentials for Spark executors, kept out of argv, confs, logs and XCom.
+
+Executors open chunk files through adlfs, which reads its credentials from the
+environment (the names below). The orchestrator puts them in the environment
+of the spark-submit process (never on its command line, which ``ps`` shows);
+local-mode workers inherit it, and :func:`lakefeed.spark.get_session` forwards
+it to cluster executors as ``spark.executorEnv.*`` with those names redacted
+from the Spark UI and logs.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlparse
+
+ACCOUNT_NAME = "AZURE_STORAGE_ACCOUNT_NAME"
+CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
+ACCOUNT_KEY = "AZURE_STORAGE_ACCOUNT_KEY"
+SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"
+CLIENT_ID, CLIENT_SECRET, TENANT_ID = "AZURE_STORAGE_CLIENT_ID", "AZURE_STORAGE_CLIENT_SECRET", "AZURE_STORAGE_TENANT_ID"
+CREDENTIAL_ENV = (ACCOUNT_NAME, CONNECTION_STRING, ACCOUNT_KEY, SAS_TOKEN, CLIENT_ID, CLIENT_SECRET, TENANT_ID)
+# Spark redacts conf keys and values matching this in its UI, event log and logs.
+REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|account_?key|accountkey|connection_?string|sas|credential"
+
+
+def credential_env(*, login: str | None, password: str | None, host: str | None, extra: dict) -> dict[str, str]:
+    """adlfs environment variables equivalent to an Airflow ``wasb`` connection's fields."""
+    def field(name: str) -> str | None:
+        return extra.get(name) or extra.get(f"extra__wasb__{name}") or None
+
+    if field("connection_string"):
+        return {CONNECTION_STRING: field("connection_string")}
+    account = login or _account_from_host(host)
+    if field("tenant_id"):
+        return {ACCOUNT_NAME: account, TENANT_ID: field("tenant_id"), CLIENT_ID: login or "",
+                CLIENT_SECRET: password or ""}
+    key = field("shared_access_key") or password or field("account_key")
+    if field("sas_token") and not key:
+        return {ACCOUNT_NAME: account, SAS_TOKEN: field("sas_token")}
+    if not key:
+        return {ACCOUNT_NAME: account}  # DefaultAzureCredential / managed identity on the executors
+    if host and ".blob.core.windows.net" not in host:
+        # A custom endpoint (Azurite, sovereign clouds): only a connection string carries it to adlfs.
+        endpoint = host.rstrip("/")
+        return {CONNECTION_STRING: f"DefaultEndpointsProtocol={urlparse(endpoint).scheme or 'https'};"
+                                   f"AccountName={account};AccountKey={key};BlobEndpoint={endpoint};"}
+    return {ACCOUNT_NAME: account, ACCOUNT_KEY: key}
+
+
+def _account_from_host(host: str | None) -> str:
+    if not host:
+        return ""
+    parsed = urlparse(host if "://" in host else f"https://{host}")
+    if parsed.hostname and parsed.hostname.endswith(".blob.core.windows.net"):
+        return parsed.hostname.split(".")[0]
+    return parsed.path.strip("/").split("/")[0]  # http://127.0.0.1:10000/<account>
+
+
+def executor_env_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``spark.executorEnv.*`` for the credentials present in the driver's environment."""
+    environ = os.environ if environ is None else environ
+    return {f"spark.executorEnv.{name}": environ[name] for name in CREDENTIAL_ENV if environ.get(name)}
+
+
+def container_and_prefix(url: str) -> tuple[str, str]:
+    """``az://$blobchangefeed/x`` or ``abfs://$blobchangefeed@acct.dfs.core.windows.net/x`` → (container, x)."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("az", "abfs", "abfss"):
+        raise ValueError(f"not an Azure Blob URL (az://, abfs://, abfss://): {url}")
+    return parsed.netloc.split("@")[0], parsed.path.strip("/")

@@ -1,0 +1,85 @@
+"""The blob feed in Azure through Airflow's ``wasb`` connection and the Azure provider's hook."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from lakefeed.azure import container_and_prefix, credential_env
+from lakefeed.storage import Entry, StoreBase
+
+
+class WasbContainerStore(StoreBase):
+    """The :class:`~lakefeed.storage.Store` reads the sensor and planner need, over a ContainerClient
+    from ``WasbHook``. Lists one folder level at a time (``delimiter='/'``): never the whole container."""
+
+    def __init__(self, root: str, container_client: Any, prefix: str = ""):
+        self.root = root.rstrip("/")
+        self._container = container_client
+        self._prefix = prefix.strip("/")
+
+    def _name(self, relative: str) -> str:
+        return posixpath.join(self._prefix, relative) if self._prefix else relative
+
+    def read_bytes(self, relative: str) -> bytes:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            return self._container.download_blob(self._name(relative)).readall()
+        except ResourceNotFoundError:
+            raise FileNotFoundError(self.url(relative)) from None
+
+    def exists(self, relative: str) -> bool:
+        return self._container.get_blob_client(self._name(relative)).exists()
+
+    def list(self, relative: str) -> list[Entry]:
+        prefix = self._name(relative).rstrip("/") + "/"
+        entries = []
+        for item in self._container.walk_blobs(name_starts_with=prefix, delimiter="/"):
+            name = item.name[len(prefix):].rstrip("/")
+            is_dir = item.name.endswith("/")
+            entries.append(Entry(name=name, size=0 if is_dir else int(item.size or 0), is_dir=is_dir))
+        return sorted(entries, key=lambda e: e.name)
+
+
+def feed_store(feed_root: str, wasb_conn_id: str | None) -> StoreBase:
+    """The feed's store: through the ``wasb`` connection when one is configured, else fsspec."""
+    if not wasb_conn_id:
+        from lakefeed.storage import Store
+
+        return Store(feed_root)
+    from airflow.providers.microsoft.azure.hooks.wasb import WasbHook
+
+    container, prefix = container_and_prefix(feed_root)
+    client = WasbHook(wasb_conn_id=wasb_conn_id).get_conn().get_container_client(container)
+    return WasbContainerStore(feed_root, client, prefix)
+
+
+def spark_credential_env(wasb_conn_id: str) -> dict[str, str]:
+    """adlfs environment for the Spark job, from the connection (secrets are masked in task logs)."""
+    from airflow.providers.microsoft.azure.hooks.wasb import WasbHook
+
+    conn = WasbHook.get_connection(wasb_conn_id)
+    return credential_env(login=conn.login, password=conn.password, host=conn.host, extra=conn.extra_dejson or {})
+
+
+@contextmanager
+def process_environment(variables: dict[str, str]) -> Iterator[None]:
+    """Set variables in this task process's environment (spark-submit inherits it), then restore.
+
+    Not through SparkSubmitOperator's ``env_vars``: that field is templated
+    (rendered values are stored and shown in the UI) and, for yarn and k8s,
+    turned into ``--conf`` arguments that ``ps`` shows.
+    """
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
