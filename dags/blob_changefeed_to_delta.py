@@ -25,6 +25,7 @@ from airflow.sdk import Param, dag, task
 from lakefeed.spark import delta_package
 from lakefeed_airflow.blob_tasks import JOB_SCRIPT
 from lakefeed_airflow.operators import FeedSparkSubmitOperator
+from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 from lakefeed_airflow.sensors import ChangeFeedReadySensor
 
 SPARK_CONN_ID = "spark_default"
@@ -99,8 +100,10 @@ def blob_changefeed_to_delta():
         name="blob_changefeed_to_delta",
         retries=1,
     ).expand(application_args=spark_arguments(planned))
+    commit = commit_checkpoint()
     wait_for_ready_window >> planned
-    ingest_windows >> commit_checkpoint()
+    ingest_windows >> commit
+    [wait_for_ready_window, planned, ingest_windows, commit] >> fail_run_if_a_task_failed()
 
 
 blob_changefeed_to_delta()

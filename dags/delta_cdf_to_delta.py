@@ -29,6 +29,7 @@ from airflow.sdk import Param, dag, task
 
 from lakefeed.spark import delta_package
 from lakefeed_airflow.cdf_tasks import JOB_SCRIPT
+from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 from lakefeed_airflow.sensors import DeltaVersionSensor
 
 SPARK_CONN_ID = "spark_default"
@@ -109,8 +110,10 @@ def delta_cdf_to_delta():
         name="delta_cdf_to_delta",
         retries=1,
     ).expand(application_args=spark_arguments(planned))
+    commit = commit_checkpoints()
     wait_for_new_versions >> planned
-    apply_ranges >> commit_checkpoints()
+    apply_ranges >> commit
+    [wait_for_new_versions, planned, apply_ranges, commit] >> fail_run_if_a_task_failed()
 
 
 delta_cdf_to_delta()

@@ -11,6 +11,7 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} (Spark needs Java 17+)"
   export DEBIAN_FRONTEND=noninteractive
@@ -25,6 +26,12 @@ if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ constraints.txt -
   "$VENV/bin/pip" install -q -r requirements.txt -c constraints.txt
   "$VENV/bin/pip" install -q -e . -c constraints.txt
   touch "$stamp"
+fi
+
+# Azurite (Microsoft's Azure Storage emulator) for the Azure integration tests, pinned in package-lock.json.
+if [ ! -x node_modules/.bin/azurite-blob ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup: installing Azurite from package-lock.json"
+  npm ci --no-audit --no-fund --loglevel=error
 fi
 
 # spark-defaults.conf of the pip-installed Spark: plain `spark-submit` (no
@@ -44,7 +51,6 @@ with open(path, "w") as handle:
     for key, value in settings.items():
         handle.write(f"{key} {value}\n")
 PY
-echo "setup: ready ($("$VENV/bin/python" --version), Spark conf at $SPARK_HOME/conf/spark-defaults.conf)"
 
 # Airflow metadata (SQLite under .airflow/) and the pool the Spark tasks run in.
 source scripts/env.sh
@@ -53,3 +59,4 @@ if [ ! -f "$AIRFLOW_HOME/airflow.db" ]; then
   airflow db migrate >/dev/null
   airflow pools set lakefeed_spark 1 "spark-submit jobs of lakefeed pipelines" >/dev/null
 fi
+echo "setup: ready ($("$VENV/bin/python" --version), Spark conf at $SPARK_HOME/conf/spark-defaults.conf)"

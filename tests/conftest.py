@@ -35,3 +35,13 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory):
+    """A real Azurite blob emulator on 127.0.0.1 (npm package pinned in package.json)."""
+    from tests.azurite import start_azurite, stop_azurite
+
+    emulator = start_azurite(tmp_path_factory.mktemp("azurite"))
+    yield emulator
+    stop_azurite(emulator)

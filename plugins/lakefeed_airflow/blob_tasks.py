@@ -25,7 +25,7 @@ from lakefeed.blob.schedule import (
 from lakefeed.blob.timegrid import HOUR, format_time, parse_time
 from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig
 from lakefeed.errors import FeedConfigError
-from lakefeed_airflow.azure import feed_store
+from lakefeed_airflow.wasb_feed import feed_store
 from lakefeed_airflow.runs import fail_if_any_failed, finished_summaries, fresh_run_folder, summary_path
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ class FeedSparkSubmitOperator(SparkSubmitOperator):
     the job gets the credentials in its environment, never on its command line."""
 
     def execute(self, context: Any):
-        from lakefeed_airflow.azure import process_environment, spark_credential_env
+        from lakefeed_airflow.wasb_feed import process_environment, spark_credential_env
         from lakefeed_airflow.settings import blob_config
 
         conn_id = blob_config().wasb_conn_id

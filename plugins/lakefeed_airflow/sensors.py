@@ -87,7 +87,7 @@ class ChangeFeedReadySensor(_PollingSensor):
         from lakefeed.blob.feed import ChangeFeed
         from lakefeed.blob.schedule import check_readiness
         from lakefeed.blob.timegrid import format_time, parse_time
-        from lakefeed_airflow.azure import feed_store
+        from lakefeed_airflow.wasb_feed import feed_store
         from lakefeed_airflow.settings import CheckpointStore, blob_config
 
         config = blob_config()

@@ -86,7 +86,7 @@ class ChangeFeedReadyTrigger(_PollingTrigger):
         from lakefeed.blob.feed import ChangeFeed
         from lakefeed.blob.schedule import check_readiness
         from lakefeed.blob.timegrid import parse_time
-        from lakefeed_airflow.azure import feed_store
+        from lakefeed_airflow.wasb_feed import feed_store
 
         def time_or_none(text):
             return parse_time(text) if text else None

@@ -51,8 +51,35 @@ def test_every_dag_has_tags_retries_owner_docs_and_limits(dagbag):
 def test_blob_dag_shape(dagbag):
     dag = dagbag.dags["blob_changefeed_to_delta"]
     assert set(dag.task_dict) == {"wait_for_ready_window", "plan_windows", "spark_arguments", "ingest_windows",
-                                  "commit_checkpoint"}
+                                  "commit_checkpoint", "fail_run_if_a_task_failed"}
     assert dag.task_dict["wait_for_ready_window"].deferrable is True
     assert dag.task_dict["commit_checkpoint"].trigger_rule == "all_done"
     assert dag.task_dict["ingest_windows"].pool == "lakefeed_spark"
     assert set(dag.params) == {"window_start", "window_end"}
+
+
+def test_cdf_dag_shape(dagbag):
+    dag = dagbag.dags["delta_cdf_to_delta"]
+    assert set(dag.task_dict) == {"wait_for_new_versions", "plan_ranges", "spark_arguments", "apply_ranges",
+                                  "commit_checkpoints", "fail_run_if_a_task_failed"}
+    assert set(dag.params) == {"pipeline", "starting_version", "ending_version", "full_refresh"}
+
+
+@pytest.mark.parametrize("dag_id", ["blob_changefeed_to_delta", "delta_cdf_to_delta"])
+def test_any_failed_task_fails_the_run(dagbag, dag_id):
+    dag = dagbag.dags[dag_id]
+    watcher = dag.task_dict["fail_run_if_a_task_failed"]
+    assert watcher.trigger_rule == "one_failed"
+    assert watcher.upstream_task_ids == set(dag.task_dict) - {"fail_run_if_a_task_failed", "spark_arguments"}
+
+
+def test_plugin_files_are_not_loaded_as_top_level_modules():
+    import subprocess
+    import sys
+
+    probe = ("import sys; from airflow import plugins_manager as pm; pm.ensure_plugins_loaded(); "
+             "print(sorted(m for m in ('azure', 'settings', 'sensors', 'triggers', 'wasb_feed', 'operators') "
+             "if 'plugins' in str(getattr(sys.modules.get(m), '__file__', ''))))")
+    env = {**os.environ, "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins")}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stderr[-2000:]
