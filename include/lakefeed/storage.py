@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 
 import fsspec
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
 from lakefeed.errors import FeedCorruptError, FeedError
 
@@ -76,6 +77,8 @@ class Store(StoreBase):
         return self._fs.exists(self.path(relative))
 
     def open(self, relative: str) -> BinaryIO:
+        if isinstance(self._fs, LocalFileSystem):
+            return open(self.path(relative), "rb", buffering=1 << 20)  # fsspec's local wrapper costs ~20%
         return self._fs.open(self.path(relative), "rb")
 
     def read_bytes(self, relative: str) -> bytes:

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator
 
 import fastavro
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakefeed.blob.schema import (
     DATA_BOOL_FIELDS,
@@ -32,7 +33,7 @@ from lakefeed.blob.schema import (
     RECORD_SCHEMA,
     SUPPORTED_SCHEMA_VERSIONS,
 )
-from lakefeed.blob.timegrid import parse_event_time
+from lakefeed.blob.timegrid import TICKS_PER_SECOND, parse_event_time
 from lakefeed.errors import FeedCorruptError
 from lakefeed.storage import Store
 
@@ -72,24 +73,129 @@ def decode_chunk(store: Store, chunk: ChunkRef, batch_size: int = DEFAULT_BATCH_
             reader = fastavro.reader(handle)
         except Exception as exc:  # fastavro raises several types for a bad header
             raise FeedCorruptError(f"{url}: not a valid Avro file ({type(exc).__name__}: {exc})") from None
-        builder = _BatchBuilder(chunk, url)
-        index = 0
-        records = iter(reader)
-        while True:
-            try:
-                record = next(records)
-            except StopIteration:
-                break
-            except Exception as exc:
-                raise FeedCorruptError(
-                    f"{url}: corrupt or truncated Avro after record {index} ({type(exc).__name__}: {exc})"
-                ) from None
-            builder.add(record, index)
-            index += 1
-            if builder.rows == batch_size:
-                yield builder.flush()
-        if builder.rows:
-            yield builder.flush()
+        # Files whose writer schema holds only fields of the superset take the columnar
+        # path (Arrow converts whole batches in C++); anything else keeps every
+        # unknown field through the record-by-record path.
+        columnar = fits_superset(reader.writer_schema)
+        records: list = []
+        first = 0
+        try:
+            for record in reader:  # iterating in fastavro's C loop, not next() per record
+                records.append(record)
+                if len(records) == batch_size:
+                    yield _to_batch(records, first, chunk, url, columnar)
+                    first += len(records)
+                    records = []
+        except FeedCorruptError:
+            raise
+        except Exception as exc:
+            raise FeedCorruptError(
+                f"{url}: corrupt or truncated Avro after record {first + len(records)} "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
+        if records:
+            yield _to_batch(records, first, chunk, url, columnar)
+
+
+def _to_batch(records: list, first: int, chunk: ChunkRef, url: str, columnar: bool) -> pa.RecordBatch:
+    if columnar:
+        try:
+            return _columnar_batch(records, first, chunk, url)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            pass  # a value Arrow would not convert: the record path keeps it in `extra` or names it
+    builder = _BatchBuilder(chunk, url)
+    for offset, record in enumerate(records):
+        builder.add(record, first + offset)
+    return builder.flush()
+
+
+_RAW_SCHEMA = pa.schema([RECORD_SCHEMA.field(name) for name in EVENT_FIELDS])
+_SUPPORTED = pa.array(sorted(SUPPORTED_SCHEMA_VERSIONS), pa.int32())
+_SERVICE_TIME = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{7}Z$"
+_AVRO_TYPES = {"string": pa.string(), "long": pa.int64(), "int": pa.int64(), "boolean": pa.bool_()}
+
+
+def fits_superset(writer_schema: Any) -> bool:
+    """Whether every field of the file's writer schema is a superset field of a compatible kind."""
+    if not isinstance(writer_schema, dict) or writer_schema.get("type") != "record":
+        return False
+    top = {f["name"]: f["type"] for f in writer_schema.get("fields", [])}
+    if set(top) - _KNOWN_EVENT_FIELDS:
+        return False
+    for name in EVENT_STRING_FIELDS:
+        if name in top and _kind(top[name]) != "string":
+            return False
+    if "schemaVersion" in top and _kind(top["schemaVersion"]) not in ("int", "long"):
+        return False
+    data = _non_null(top.get("data"))
+    if not isinstance(data, dict) or data.get("type") != "record":
+        return False
+    for field in data.get("fields", []):
+        name, kind = field["name"], _kind(field["type"])
+        if name not in _KNOWN_DATA_FIELDS:
+            return False
+        expected = DATA_TYPE.field(name).type
+        if pa.types.is_map(expected) or pa.types.is_struct(expected):
+            if kind not in ("map", "record"):
+                return False
+        elif _AVRO_TYPES.get(kind) != expected and not (kind == "int" and expected == pa.int64()):
+            return False
+    return True
+
+
+def _non_null(avro_type: Any) -> Any:
+    if isinstance(avro_type, list):
+        rest = [t for t in avro_type if t != "null"]
+        return rest[0] if len(rest) == 1 else None
+    return avro_type
+
+
+def _kind(avro_type: Any) -> str | None:
+    avro_type = _non_null(avro_type)
+    if isinstance(avro_type, dict):
+        return avro_type.get("type")
+    return avro_type
+
+
+def _columnar_batch(records: list, first: int, chunk: ChunkRef, url: str) -> pa.RecordBatch:
+    raw = pa.RecordBatch.from_pylist(records, schema=_RAW_SCHEMA)
+    n = raw.num_rows
+    versions = raw.column("schemaVersion")
+    bad = pc.invert(pc.fill_null(pc.is_in(versions, value_set=_SUPPORTED), False))
+    if pc.any(bad).as_py():
+        index = pc.index(bad, True).as_py()
+        _BatchBuilder(chunk, url).add(records[index], first + index)  # raises, naming file and record
+    ids = raw.column("id")
+    if pc.any(pc.fill_null(pc.equal(pc.utf8_length(ids), 0), True)).as_py():
+        index = pc.index(pc.fill_null(pc.equal(pc.utf8_length(ids), 0), True), True).as_py()
+        _BatchBuilder(chunk, url).add(records[index], first + index)
+    ticks = _ticks(raw.column("eventTime"), records, first, chunk, url)
+    start = chunk.segment_start if chunk.segment_start.tzinfo else chunk.segment_start.replace(tzinfo=timezone.utc)
+    columns = [raw.column(name) for name in EVENT_FIELDS] + [
+        pa.nulls(n, _MAP),
+        ticks,
+        pa.array([start] * n, type=pa.timestamp("us", tz="UTC")),
+        pa.array([chunk.shard] * n, type=pa.string()),
+        pa.array([chunk.path] * n, type=pa.string()),
+        pa.array(range(first, first + n), type=pa.int64()),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA)
+
+
+def _ticks(times: pa.Array, records: list, first: int, chunk: ChunkRef, url: str) -> pa.Array:
+    """100 ns ticks; vectorised for the service's own format (7 digits, Z), per record otherwise."""
+    if times.null_count == 0 and pc.all(pc.match_substring_regex(times, _SERVICE_TIME)).as_py():
+        seconds = pc.cast(pc.strptime(pc.utf8_slice_codeunits(times, 0, 19), format="%Y-%m-%dT%H:%M:%S",
+                                      unit="s"), pa.int64())
+        fraction = pc.cast(pc.utf8_slice_codeunits(times, 20, 27), pa.int64())
+        return pc.add(pc.multiply(seconds, TICKS_PER_SECOND), fraction)
+    out = []
+    for offset, text in enumerate(times.to_pylist()):
+        try:
+            out.append(parse_event_time(text if isinstance(text, str) else ""))
+        except ValueError:
+            _BatchBuilder(chunk, url).add(records[offset], first + offset)  # raises, naming the record
+    return pa.array(out, type=pa.int64())
 
 
 def decode_chunks(chunks: Iterable[ChunkRef], batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
