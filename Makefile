@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: setup demo test test-unit test-integration dag-test clean
+.PHONY: setup demo test test-unit test-integration dag-test bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +23,10 @@ test-integration: setup
 # One DAG run against the demo feed (run `make demo` first to create it).
 dag-test: setup
 	$(ENV) airflow dags test blob_changefeed_to_delta
+
+# Every benchmark figure and ratio, side by side in one run; rewrites bench/README.md's table.
+bench: setup
+	$(ENV) pip install -q -r bench/requirements.txt -c constraints.txt && python bench/run_all.py
 
 clean:
 	rm -rf data dist .pytest_cache .airflow

@@ -142,3 +142,34 @@ def test_deflate_codec(tmp_path):
     fastavro.writer(buffer, fastavro.parse_schema(avro_schema(6)), [record(6)], codec="deflate")
     path.write_bytes(buffer.getvalue())
     assert json.loads(json.dumps(decode(tmp_path)[0]["id"])) == "id-6"
+
+
+@pytest.mark.parametrize("version", [1, 3, 4, 5, 6])
+def test_columnar_and_record_paths_agree(tmp_path, version, monkeypatch):
+    import lakefeed.blob.decode as decode_module
+
+    records = [dict(record(version), id=f"e{i}", eventTime=f"2026-01-01T00:{i:02d}:00.00000{i % 10}Z")
+               for i in range(7)]
+    write_chunk(tmp_path, records, version=version)
+    assert decode_module.fits_superset(avro_schema(version))
+    columnar = decode(tmp_path)
+    monkeypatch.setattr(decode_module, "fits_superset", lambda schema: False)
+    assert decode(tmp_path) == columnar
+
+
+def test_a_field_of_another_type_takes_the_record_path_and_is_kept(tmp_path):
+    from lakefeed.blob.decode import fits_superset
+
+    schema = avro_schema(1)
+    data_fields = schema["fields"][6]["type"]["fields"]
+    next(f for f in data_fields if f["name"] == "contentLength")["type"] = "string"
+    assert not fits_superset(schema)
+    write_chunk(tmp_path, [record(1, contentLength="128 bytes")], schema=schema)
+    [row] = decode(tmp_path)
+    assert row["data"]["contentLength"] is None and dict(row["data"]["extra"]) == {"contentLength": '"128 bytes"'}
+
+
+def test_columnar_path_still_names_a_bad_record(tmp_path):
+    write_chunk(tmp_path, [record(1), record(1), dict(record(1), eventTime="2026-01-01 00:00")])
+    with pytest.raises(FeedCorruptError, match=r"record 2 \(id id-1\): unreadable eventTime"):
+        decode(tmp_path)

@@ -1,0 +1,205 @@
+"""Blob change feed: the Azure SDK, plain fastavro and our Spark job, side by side on the same feed.
+
+    python bench/blob_bench.py            # via `make bench`
+
+Figures (all measured in this one run):
+- the SDK's ChangeFeedClient.list_changes against Azurite, on a subset (it is slow);
+- a single-process fastavro download + decode of the same subset from Azurite, and of the full feed from disk;
+- our Spark job's decode stage alone (one task per chunk file, local[2]);
+- our job end to end via spark-submit (claim + dedupe + MERGE into both targets), cold and warm;
+- peak memory of the decoder (the code Python workers run) on ~1 MB versus ~50 MB chunk files;
+- a run with no new data: the sensor's check and the planner, without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import DATA, ROOT, child_peak_rss_mb, save, timed  # noqa: E402
+
+from lakefeed.blob.feed import ChangeFeed  # noqa: E402
+from lakefeed.blob.generator import DEFAULT_START, FeedSpec, generate_feed  # noqa: E402
+from lakefeed.blob.schedule import check_readiness  # noqa: E402
+from lakefeed.blob.timegrid import HOUR, format_time  # noqa: E402
+from lakefeed.storage import Store  # noqa: E402
+
+FULL = FeedSpec(hours=4, events_per_hour=333_334, shards=8, records_per_chunk=20_000, blobs=200_000, gap_hours=())
+PREVIOUS_DAY = FeedSpec(**{**FULL.__dict__, "start": DEFAULT_START - timedelta(days=1), "seed": 8})
+SUBSET = FeedSpec(hours=2, events_per_hour=15_000, shards=8, records_per_chunk=20_000, blobs=20_000, gap_hours=())
+
+
+def feed(name: str, spec: FeedSpec) -> tuple[Path, object]:
+    """Generate once and reuse: a marker file records the spec the folder was made from."""
+    folder = DATA / name
+    marker = folder / ".spec.json"
+    wanted = json.dumps({**spec.__dict__, "start": format_time(spec.start)}, sort_keys=True)
+    if marker.exists() and marker.read_text() == wanted:
+        return folder, None
+    shutil.rmtree(folder, ignore_errors=True)
+    truth = generate_feed(folder, spec)
+    marker.write_text(wanted)
+    return folder, truth
+
+
+def chunk_files(folder: Path) -> list[Path]:
+    return [p for p in sorted((folder / "log").rglob("*.avro")) if p.stat().st_size > 0]
+
+
+def fastavro_single_process(paths: list[Path]) -> int:
+    import fastavro
+
+    count = 0
+    for path in paths:
+        with path.open("rb") as handle:
+            for _ in fastavro.reader(handle):
+                count += 1
+    return count
+
+
+def spark_submit(feed_root: str, start, end, lake: Path, env: dict | None = None) -> dict:
+    summary = lake / "summary.json"
+    result = subprocess.run(
+        ["spark-submit", str(ROOT / "spark_jobs" / "blob_changefeed_job.py"), "--feed-root", feed_root,
+         "--window-start", format_time(start), "--window-end", format_time(end),
+         "--events-table", str(lake / "events"), "--state-table", str(lake / "state"),
+         "--summary-json", str(summary)],
+        env=env or os.environ.copy(), capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(result.stdout[-4000:])
+    return json.loads(summary.read_text())
+
+
+def main() -> None:
+    figures: dict = {}
+    seconds: dict = {}
+    print("generating feeds (reused when present)", flush=True)
+    full, _ = feed("feed_1m", FULL)
+    previous, _ = feed("feed_1m_previous_day", PREVIOUS_DAY)
+    subset, _ = feed("feed_subset", SUBSET)
+    from lakefeed.blob.job import plan, read_records
+
+    feed_root = str(full)
+    last = ChangeFeed(Store(feed_root)).last_consumable()
+    start, end = FULL.start - HOUR, last
+    run_plan = plan(feed_root, start, end)
+    # Exactly the chunk files the job reads (not the Publishing segment past lastConsumable).
+    files = [full / c.path for c in run_plan.chunk_files if c.size]
+    figures["feed"] = {"chunkFiles": len(files), "bytes": sum(p.stat().st_size for p in files),
+                       "windows": len(run_plan.windows)}
+
+    # --- Azurite: the SDK and plain fastavro on the same subset ----------------------------------
+    sys.path.insert(0, str(ROOT))
+    from tests.azurite import start_azurite, stop_azurite
+
+    azurite = start_azurite(Path(DATA / "azurite"))
+    try:
+        azurite.upload_folder(subset, "$blobchangefeed")
+        from azure.storage.blob import BlobServiceClient
+        from azure.storage.blob.changefeed import ChangeFeedClient
+
+        client = ChangeFeedClient.from_connection_string(azurite.connection_string)
+        with timed(seconds, "sdk_list_changes"):
+            sdk_events = sum(1 for _ in client.list_changes())
+        figures["sdk_events_per_s"] = round(sdk_events / seconds["sdk_list_changes"])
+
+        container = BlobServiceClient.from_connection_string(azurite.connection_string).get_container_client(
+            "$blobchangefeed")
+        import io
+
+        import fastavro
+
+        with timed(seconds, "fastavro_azurite_subset"):
+            count = 0
+            for blob in container.list_blobs(name_starts_with="log/"):
+                if blob.size:
+                    for _ in fastavro.reader(io.BytesIO(container.download_blob(blob.name).readall())):
+                        count += 1
+        figures["fastavro_azurite_events_per_s"] = round(count / seconds["fastavro_azurite_subset"])
+        figures["subset_records"] = count
+    finally:
+        stop_azurite(azurite)
+
+    # --- local disk: plain fastavro vs our decode stage --------------------------------------------
+    with timed(seconds, "fastavro_local_full"):
+        records = fastavro_single_process(files)
+    figures["records_in_files"] = records
+    figures["fastavro_local_events_per_s"] = round(records / seconds["fastavro_local_full"])
+
+    from lakefeed.spark import get_session
+
+    spark = get_session("bench-decode", master="local[2]", extra={"spark.ui.enabled": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    read_records(spark, run_plan, feed_root).write.format("noop").mode("overwrite").save()  # warm the workers
+    with timed(seconds, "spark_decode_stage"):
+        read_records(spark, run_plan, feed_root).write.format("noop").mode("overwrite").save()
+    spark.stop()
+    figures["spark_decode_events_per_s"] = round(records / seconds["spark_decode_stage"])
+
+    # --- end to end, cold and warm -----------------------------------------------------------------
+    lake = DATA / "lake_cold"
+    shutil.rmtree(lake, ignore_errors=True)
+    with timed(seconds, "e2e_cold_spark_submit"):
+        cold = spark_submit(feed_root, start, end, lake)
+    figures["e2e_cold"] = {k: cold[k] for k in ("eventsUnique", "eventsInserted", "stateInserted", "seconds")}
+    figures["e2e_cold_events_per_s"] = round(cold["eventsUnique"] / seconds["e2e_cold_spark_submit"])
+
+    lake = DATA / "lake_warm"
+    shutil.rmtree(lake, ignore_errors=True)
+    prev_last = ChangeFeed(Store(str(previous))).last_consumable()
+    with timed(seconds, "warm_up_previous_day"):
+        spark_submit(str(previous), PREVIOUS_DAY.start - HOUR, prev_last, lake)
+    with timed(seconds, "e2e_warm_spark_submit"):
+        warm = spark_submit(feed_root, start, end, lake)
+    figures["e2e_warm"] = {k: warm[k] for k in ("eventsUnique", "eventsInserted", "stateInserted", "stateUpdated",
+                                                 "seconds")}
+    figures["e2e_warm_events_per_s"] = round(warm["eventsUnique"] / seconds["e2e_warm_spark_submit"])
+
+    # --- decoder peak memory: ~1 MB vs ~50 MB chunk files ------------------------------------------
+    memory = {}
+    for label, per_chunk in (("1MB", 1_700), ("50MB", 85_000)):
+        folder, _ = feed(f"feed_chunk_{label}", FeedSpec(hours=2, events_per_hour=per_chunk, shards=1,
+                                                         records_per_chunk=per_chunk, gap_hours=(), seed=4))
+        chunk = max(chunk_files(folder), key=lambda p: p.stat().st_size)
+        relative = chunk.relative_to(folder)
+        memory[label] = {
+            "chunkBytes": chunk.stat().st_size,
+            "peakMiB": round(child_peak_rss_mb(
+                "from datetime import datetime, timezone\n"
+                "from lakefeed.blob.decode import ChunkRef, decode_chunk\n"
+                "from lakefeed.storage import Store\n"
+                f"ref = ChunkRef({str(folder)!r}, {str(relative)!r}, '00', datetime(2026, 1, 1, tzinfo=timezone.utc))\n"
+                f"n = sum(b.num_rows for b in decode_chunk(Store({str(folder)!r}), ref))\n"), 1),
+        }
+    figures["decoder_peak_memory"] = memory
+
+    # --- no new data: the sensor's check, without Spark -------------------------------------------
+    started = time.perf_counter()
+    readiness = check_readiness(ChangeFeed(Store(feed_root)), watermark=last, last_seen=last, start_from=None)
+    figures["no_new_data_check_seconds"] = round(time.perf_counter() - started, 3)
+    assert not readiness.ready
+
+    figures["seconds"] = seconds
+    figures["ratios"] = {
+        "e2e_cold_vs_sdk": round(figures["e2e_cold_events_per_s"] / figures["sdk_events_per_s"], 1),
+        "e2e_warm_vs_sdk": round(figures["e2e_warm_events_per_s"] / figures["sdk_events_per_s"], 1),
+        "decode_vs_single_fastavro": round(figures["spark_decode_events_per_s"] /
+                                           figures["fastavro_local_events_per_s"], 2),
+        "decoder_memory_50MB_vs_1MB": round(memory["50MB"]["peakMiB"] / memory["1MB"]["peakMiB"], 2),
+        "chunk_size_50MB_vs_1MB": round(memory["50MB"]["chunkBytes"] / memory["1MB"]["chunkBytes"], 1),
+    }
+    save("blob", figures)
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
