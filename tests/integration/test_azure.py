@@ -16,6 +16,7 @@ from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.timegrid import HOUR, format_time
 from lakefeed.storage import Store
+from tests.airflow_env import dags_test, dags_test_env, variable
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,23 +75,10 @@ def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azu
     config = {"feed_root": FEED_URL, "wasb_conn_id": "wasb_feed",
               "events_table": str(tmp_path / "lake" / "events"), "state_table": str(tmp_path / "lake" / "state"),
               "run_dir": str(tmp_path / "runs"), "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1}
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "AIRFLOW_CONN_WASB_FEED": wasb_connection(azurite),
-        "AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG": json.dumps(config),
-        "LAKEFEED_HOME": str(ROOT),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
+    env = dags_test_env(home, AIRFLOW_CONN_WASB_FEED=wasb_connection(azurite),
+                        AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(config))
     env.pop("AZURE_STORAGE_CONNECTION_STRING", None)
-    subprocess.run(["airflow", "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
-    result = subprocess.run(["airflow", "dags", "test", "blob_changefeed_to_delta"], env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    result = dags_test(env, "blob_changefeed_to_delta")
 
     windows = truth.ready_windows()
     events = {r["id"] for r in spark.read.format("delta").load(config["events_table"]).select("id").collect()}
@@ -111,6 +99,4 @@ def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azu
                 assert key not in repr(row), f"account key found in table {table}"
         xcoms = db.execute("SELECT COUNT(*) FROM xcom").fetchone()[0]
         assert xcoms > 0  # the check above did look at real XComs
-    checkpoint = subprocess.run(["airflow", "variables", "get", "lakefeed_blob_checkpoint"], env=env,
-                                capture_output=True, text=True)
-    assert json.loads(checkpoint.stdout.strip().splitlines()[-1])["watermark"] == format_time(SPEC.last_consumable)
+    assert variable(env, "lakefeed_blob_checkpoint")["watermark"] == format_time(SPEC.last_consumable)

@@ -8,18 +8,15 @@ windows; a backfill re-processes a past range without moving the checkpoint.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.timegrid import HOUR, format_time
+from tests.airflow_env import dags_test, dags_test_env, variable
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
+DAG = "blob_changefeed_to_delta"
 SPEC = FeedSpec(hours=3, events_per_hour=400, shards=2, records_per_chunk=200, gap_hours=(1,), seed=21)
 
 
@@ -35,35 +32,11 @@ def airflow(tmp_path_factory):
         "sensor_poke_seconds": 1,
         "windows_per_batch": 24,
     }
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(base / "airflow"),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG": json.dumps(config),
-        "LAKEFEED_HOME": str(ROOT),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    subprocess.run(["airflow", "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
-    return base, env
-
-
-def airflow_cli(env, *args, timeout=900) -> subprocess.CompletedProcess:
-    return subprocess.run(["airflow", *args], env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def dags_test(env, conf: dict | None = None) -> subprocess.CompletedProcess:
-    args = ["dags", "test", "blob_changefeed_to_delta"] + (["-c", json.dumps(conf)] if conf else [])
-    result = airflow_cli(env, *args)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
-    return result
+    return base, dags_test_env(base / "airflow", AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(config))
 
 
 def checkpoint(env) -> dict | None:
-    result = airflow_cli(env, "variables", "get", "lakefeed_blob_checkpoint")
-    return json.loads(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else None
+    return variable(env, "lakefeed_blob_checkpoint")
 
 
 def tables(spark, base):
@@ -90,7 +63,7 @@ def test_scheduled_runs_no_new_data_growth_and_backfill(spark, airflow):
 
     # 1. First run: every ready window, then the checkpoint sits at lastConsumable.
     truth = generate_feed(base / "feed", SPEC)
-    dags_test(env)
+    dags_test(env, DAG)
     events, state = tables(spark, base)
     want_events, want_state = expected(truth)
     assert set(events) == want_events and state == want_state
@@ -98,14 +71,14 @@ def test_scheduled_runs_no_new_data_growth_and_backfill(spark, airflow):
     assert first["watermark"] == format_time(SPEC.last_consumable) == first["lastConsumable"]
 
     # 2. No new data: the sensor gives up, nothing is planned, nothing changes.
-    dags_test(env)
+    dags_test(env, DAG)
     assert tables(spark, base) == (events, state)
     assert checkpoint(env) == first
 
     # 3. The feed grows: exactly the new windows are ingested.
     grown = FeedSpec(**{**SPEC.__dict__, "hours": SPEC.hours + 2})
     truth = generate_feed(base / "feed", grown)
-    dags_test(env)
+    dags_test(env, DAG)
     [summary] = batch_summaries(base)
     assert summary["windows"] == [format_time(SPEC.last_consumable + i * HOUR) for i in range(2)]
     events, state = tables(spark, base)
@@ -116,7 +89,7 @@ def test_scheduled_runs_no_new_data_growth_and_backfill(spark, airflow):
 
     # 4. A backfill of a past range re-processes exactly it; the checkpoint stays.
     start, end = SPEC.start, SPEC.start + 2 * HOUR
-    dags_test(env, {"window_start": format_time(start), "window_end": format_time(end)})
+    dags_test(env, DAG, {"window_start": format_time(start), "window_end": format_time(end)})
     [summary] = batch_summaries(base)
     assert summary["windows"] == [format_time(start), format_time(start + HOUR)]
     assert summary["eventsInserted"] == 0 and summary["stateUpdated"] == 0

@@ -4,17 +4,14 @@ a version-range backfill and a full refresh, each checked against the source and
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from lakefeed.cdf.simulator import SourceSimulator, create_source, latest_version, live_rows
+from tests.airflow_env import dags_test, dags_test_env, variable
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
+DAG = "delta_cdf_to_delta"
 
 
 @pytest.fixture(scope="module")
@@ -27,31 +24,12 @@ def airflow(tmp_path_factory):
         "sensor_timeout_seconds": 3,
         "sensor_poke_seconds": 1,
     }
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(base / "airflow"),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "AIRFLOW_VAR_LAKEFEED_CDF_CONFIG": json.dumps(config),
-        "LAKEFEED_HOME": str(ROOT),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
-    subprocess.run(["airflow", "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
-    return base, env
-
-
-def dags_test(env, conf: dict | None = None) -> None:
-    args = ["airflow", "dags", "test", "delta_cdf_to_delta"] + (["-c", json.dumps(conf)] if conf else [])
-    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    return base, dags_test_env(base / "airflow", AIRFLOW_VAR_LAKEFEED_CDF_CONFIG=json.dumps(config))
 
 
 def applied(env) -> int | None:
-    result = subprocess.run(["airflow", "variables", "get", "lakefeed_cdf_checkpoint__orders"], env=env,
-                            capture_output=True, text=True)
-    return json.loads(result.stdout.strip().splitlines()[-1])["appliedVersion"] if result.returncode == 0 else None
+    checkpoint = variable(env, "lakefeed_cdf_checkpoint__orders")
+    return checkpoint["appliedVersion"] if checkpoint else None
 
 
 def rows(df):
@@ -72,29 +50,29 @@ def test_runs_growth_backfill_and_full_refresh(spark, airflow):
         simulator.commit(kind)
     first_latest = latest_version(spark, source)
 
-    dags_test(env)  # first run: CDF was on from version 0, so it reads the change feed from 0
+    dags_test(env, DAG)  # first run: CDF was on from version 0, so it reads the change feed from 0
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
     assert applied(env) == first_latest
     assert [s["startingVersion"] for s in job_summaries(base)] == list(range(0, first_latest + 1, 4))
 
     target_version = spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()[0]["version"]
-    dags_test(env)  # no new versions: skipped, nothing written
+    dags_test(env, DAG)  # no new versions: skipped, nothing written
     assert spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()[0]["version"] == target_version
     assert applied(env) == first_latest
 
     for kind in ("reinsert", "update", "delete"):
         simulator.commit(kind)
-    dags_test(env)  # exactly the new versions
+    dags_test(env, DAG)  # exactly the new versions
     [summary] = job_summaries(base)
     assert (summary["startingVersion"], summary["endingVersion"]) == (first_latest + 1, first_latest + 3)
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
     assert applied(env) == first_latest + 3
 
     before = rows(spark.read.format("delta").load(target))
-    dags_test(env, {"pipeline": "orders", "starting_version": 0, "ending_version": 5})  # a replayed past range
+    dags_test(env, DAG, {"pipeline": "orders", "starting_version": 0, "ending_version": 5})  # a replayed past range
     assert rows(spark.read.format("delta").load(target)) == before
     assert applied(env) == first_latest + 3
 
-    dags_test(env, {"pipeline": "orders", "full_refresh": True})
+    dags_test(env, DAG, {"pipeline": "orders", "full_refresh": True})
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
     assert applied(env) == first_latest + 3

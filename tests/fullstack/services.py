@@ -1,0 +1,133 @@
+"""Real services on loopback for the full-stack test, started and torn down by the test itself:
+PostgreSQL (Debian's server binaries), a Spark standalone master and worker (spark-class), and the
+Airflow api-server, scheduler, dag-processor and triggerer."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen | None = None, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{process.args[:3]} exited with {process.returncode}")
+        time.sleep(0.5)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {seconds}s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _pg_bin(name: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    if not found:
+        raise RuntimeError("PostgreSQL server binaries are missing: `make setup` installs Debian's postgresql")
+    return found[-1]
+
+
+@contextmanager
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster (run as the `postgres` user: the server refuses root), in its own
+    temporary folder (pytest's are private to root)."""
+    folder = Path(tempfile.mkdtemp(prefix="lakefeed-pg-"))
+    os.chmod(folder, 0o755)
+    data, sockets = folder / "pgdata", folder / "pgsock"
+    for path in (data, sockets):
+        path.mkdir()
+    for path in (folder, data, sockets):
+        shutil.chown(path, "postgres")
+    as_postgres = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(as_postgres + [_pg_bin("initdb"), "-D", str(data), "--auth=trust", "-U", "postgres"],
+                   check=True, capture_output=True)
+    port = free_port()
+    subprocess.run(as_postgres + [_pg_bin("pg_ctl"), "-D", str(data), "-l", str(folder / "pg.log"), "-w", "-o",
+                                  f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1", "start"],
+                   check=True, capture_output=True)
+    try:
+        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-c",
+                        "CREATE DATABASE airflow"], check=True, capture_output=True)
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/airflow"
+    finally:
+        subprocess.run(as_postgres + [_pg_bin("pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def spark_standalone(folder: Path, env: dict) -> Iterator[str]:
+    """A Spark standalone master and one worker (2 cores) on loopback; yields the master URL."""
+    port, ui, worker_ui = free_port(), free_port(), free_port()
+    logs = open(folder / "spark.log", "w")
+    master = subprocess.Popen(["spark-class", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(port), "--webui-port", str(ui)], env=env, stdout=logs,
+                              stderr=subprocess.STDOUT)
+    worker = None
+    try:
+        wait_for_port(port, master)
+        worker = subprocess.Popen(["spark-class", "org.apache.spark.deploy.worker.Worker",
+                                   f"spark://127.0.0.1:{port}", "--host", "127.0.0.1", "--cores", "2", "--memory",
+                                   "3g", "--webui-port", str(worker_ui), "--work-dir", str(folder / "spark-work")],
+                                  env=env, stdout=logs, stderr=subprocess.STDOUT)
+        wait_for_port(worker_ui, worker)
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        for process in (worker, master):
+            if process is not None:
+                stop(process)
+        logs.close()
+
+
+@contextmanager
+def airflow_services(folder: Path, env: dict) -> Iterator[dict]:
+    """api-server, scheduler, dag-processor and triggerer, each a real process."""
+    processes = []
+    logs = open(folder / "airflow-services.log", "w")
+    try:
+        api = subprocess.Popen(["airflow", "api-server", "--port", env["LAKEFEED_TEST_API_PORT"]], env=env,
+                               stdout=logs, stderr=subprocess.STDOUT)
+        processes.append(api)
+        wait_for_port(int(env["LAKEFEED_TEST_API_PORT"]), api, seconds=120)
+        for component in ("scheduler", "dag-processor", "triggerer"):
+            processes.append(subprocess.Popen(["airflow", component], env=env, stdout=logs,
+                                              stderr=subprocess.STDOUT))
+        yield {"processes": processes}
+    finally:
+        for process in reversed(processes):
+            stop(process)
+        logs.close()
+
+
+def airflow(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(["airflow", *args], env=env, capture_output=True, text=True, timeout=300)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"airflow {' '.join(args)} exited {result.returncode}:\n"
+                           f"{(result.stdout + result.stderr)[-3000:]}")
+    return result
+
+
+def os_env() -> dict:
+    return dict(os.environ)
