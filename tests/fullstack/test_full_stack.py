@@ -35,9 +35,8 @@ def json_lines(out: str):
 def task_states(env, run_id) -> dict[str, str]:
     rows = json_lines(airflow(env, "tasks", "states-for-dag-run", "blob_changefeed_to_delta", run_id,
                               "-o", "json").stdout) or []
-    print(f"{time.strftime('%H:%M:%S')} states: {[(r.get('task_id'), r.get('state')) for r in rows]}", flush=True)
-    return {r["task_id"] + ("" if r.get("map_index") in (None, -1, "-1") else f"[{r['map_index']}]"): r["state"]
-            for r in rows}
+    return {r["task_id"] if r.get("map_index") in (None, "", -1, "-1") else f"{r['task_id']}[{r['map_index']}]":
+            r["state"] for r in rows}
 
 
 def first_run_id(env) -> str | None:
