@@ -18,35 +18,26 @@ checkpoint never moves backwards.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-
 from airflow.sdk import Param, dag, task
 
 from lakefeed.spark import delta_package
+from lakefeed_airflow.dag_defaults import DEFAULT_ARGS, SPARK_CONN_ID, SPARK_POOL, START_DATE, planned_or_skip
 from lakefeed_airflow.blob_tasks import JOB_SCRIPT
 from lakefeed_airflow.operators import FeedSparkSubmitOperator
 from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 from lakefeed_airflow.sensors import ChangeFeedReadySensor
 
-SPARK_CONN_ID = "spark_default"
-SPARK_POOL = "lakefeed_spark"
 ISO_HINT = "ISO-8601 UTC on the feed's hourly grid, e.g. 2026-01-01T00:10:00Z"
 
 
 @dag(
     dag_id="blob_changefeed_to_delta",
     schedule="@hourly",
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
     tags=["lakefeed", "azure-blob", "changefeed", "delta"],
-    default_args={
-        "owner": "data-platform",
-        "retries": 2,
-        "retry_delay": timedelta(minutes=1),
-        "retry_exponential_backoff": 2.0,
-        "max_retry_delay": timedelta(minutes=15),
-    },
+    default_args=DEFAULT_ARGS,
     params={
         "window_start": Param(None, type=["null", "string"], title="Backfill from (window start)",
                               description=f"Leave empty for a normal run. {ISO_HINT}."),
@@ -80,14 +71,10 @@ def blob_changefeed_to_delta():
 
     @task(trigger_rule="all_done", retries=0)
     def commit_checkpoint(ti=None, run_id=None) -> dict:
-        from airflow.sdk.exceptions import AirflowSkipException
-
         from lakefeed_airflow import blob_tasks
         from lakefeed_airflow.settings import CheckpointStore, blob_config
 
-        planned = ti.xcom_pull(task_ids="plan_windows")
-        if not planned:
-            raise AirflowSkipException("nothing was planned")
+        planned = planned_or_skip(ti, "plan_windows")
         return blob_tasks.commit(CheckpointStore(blob_config().checkpoint_variable), planned, run_id)
 
     planned = plan_windows()

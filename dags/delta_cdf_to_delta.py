@@ -22,34 +22,25 @@ when change data was vacuumed or CDF was enabled late.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, dag, task
 
 from lakefeed.spark import delta_package
+from lakefeed_airflow.dag_defaults import DEFAULT_ARGS, SPARK_CONN_ID, SPARK_POOL, START_DATE, planned_or_skip
 from lakefeed_airflow.cdf_tasks import JOB_SCRIPT
 from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 from lakefeed_airflow.sensors import DeltaVersionSensor
 
-SPARK_CONN_ID = "spark_default"
-SPARK_POOL = "lakefeed_spark"
 
 
 @dag(
     dag_id="delta_cdf_to_delta",
     schedule="@hourly",
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
     tags=["lakefeed", "delta", "cdf"],
-    default_args={
-        "owner": "data-platform",
-        "retries": 2,
-        "retry_delay": timedelta(minutes=1),
-        "retry_exponential_backoff": 2.0,
-        "max_retry_delay": timedelta(minutes=15),
-    },
+    default_args=DEFAULT_ARGS,
     params={
         "pipeline": Param(None, type=["null", "string"], title="Pipeline (backfill)",
                           description="Name of the configured pipeline to backfill; empty for a normal run."),
@@ -88,14 +79,10 @@ def delta_cdf_to_delta():
 
     @task(trigger_rule="all_done", retries=0)
     def commit_checkpoints(ti=None, run_id=None) -> dict:
-        from airflow.sdk.exceptions import AirflowSkipException
-
         from lakefeed_airflow import cdf_tasks
         from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
 
-        planned = ti.xcom_pull(task_ids="plan_ranges")
-        if not planned:
-            raise AirflowSkipException("nothing was planned")
+        planned = planned_or_skip(ti, "plan_ranges")
         config = cdf_config()
         stores = {p.name: cdf_checkpoint_store(p) for p in config.pipelines}
         return cdf_tasks.commit(config, stores, planned, run_id)

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from lakefeed.blob.timegrid import format_time, parse_time
+from lakefeed.jsonio import json_object
 
 CHECKPOINT_VERSION = 1
 
@@ -22,14 +23,9 @@ class CheckpointError(ValueError):
 
 
 def _document(text: str | None, where: str, pipeline: str) -> dict[str, Any] | None:
-    if text is None or text == "":
+    document = json_object(text, f"checkpoint {where}", CheckpointError)
+    if document is None:
         return None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"checkpoint {where} is not JSON ({exc})") from None
-    if not isinstance(document, dict):
-        raise CheckpointError(f"checkpoint {where} must be a JSON object")
     if document.get("version") != CHECKPOINT_VERSION:
         raise CheckpointError(
             f"checkpoint {where} has version {document.get('version')!r}; this code reads version "

@@ -7,11 +7,12 @@ imports Airflow. Unknown keys and wrong types are errors that name the key.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from lakefeed.jsonio import json_object
 
 PROJECT_ROOT = Path(os.environ.get("LAKEFEED_HOME", Path(__file__).resolve().parents[2]))
 DATA_DIR = Path(os.environ.get("LAKEFEED_DATA", PROJECT_ROOT / "data" / "demo"))
@@ -115,15 +116,7 @@ class CdfConfig:
 
 
 def _json_object(text: str | None, where: str) -> dict | None:
-    if not text:
-        return None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where} is not JSON ({exc})") from None
-    if not isinstance(document, dict):
-        raise ConfigError(f"{where} must be a JSON object")
-    return document
+    return json_object(text, where, ConfigError)
 
 
 def from_mapping(cls, overrides: dict[str, Any] | None, where: str):

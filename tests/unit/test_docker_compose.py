@@ -83,6 +83,6 @@ def test_environment_is_what_the_code_reads():
     code = "\n".join(p.read_text() for p in (ROOT / "include").rglob("*.py"))
     for name in ("LAKEFEED_HOME", "LAKEFEED_DATA"):
         assert f'"{name}"' in code
-    dag = (ROOT / "dags" / "blob_changefeed_to_delta.py").read_text()
-    pool = re.search(r'SPARK_POOL = "([^"]+)"', dag).group(1)
+    defaults = (ROOT / "plugins" / "lakefeed_airflow" / "dag_defaults.py").read_text()
+    pool = re.search(r'SPARK_POOL = "([^"]+)"', defaults).group(1)
     assert f"airflow pools set {pool} " in SERVICES["airflow-init"]["command"][0]
