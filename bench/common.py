@@ -25,8 +25,12 @@ def timed(results: dict, name: str):
 
 
 def child_peak_rss_mb(code: str) -> float:
-    """Run ``code`` in a fresh Python and return its peak resident memory in MiB."""
-    probe = code + "\nimport resource; print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    """Run ``code`` in a fresh Python and return its peak resident memory (VmHWM) in MiB.
+
+    Not ``ru_maxrss``: on Linux a child inherits its parent's high-water mark across fork.
+    """
+    probe = code + ("\nprint('PEAK', next(l.split()[1] for l in open('/proc/self/status') "
+                    "if l.startswith('VmHWM')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     return int(out.split("PEAK")[-1].strip()) / 1024
 
