@@ -38,7 +38,7 @@ def table(results: dict) -> str:
         ("decoder peak memory, ~1 MB vs ~50 MB chunk",
          f"{blob['decoder_peak_memory']['1MB']['peakMiB']} / {blob['decoder_peak_memory']['50MB']['peakMiB']} MiB",
          f"{r['decoder_memory_50MB_vs_1MB']}x for {r['chunk_size_50MB_vs_1MB']}x larger files (target 1.5x)"),
-        ("no new data: sensor check, no Spark", f"{blob['no_new_data_check_seconds'] * 1000:.1f} ms", ""),
+        ("no new data: sensor check, no Spark", f"{blob['no_new_data_check_seconds'] * 1000:.2f} ms", ""),
     ]
     if cdf:
         rows += [
