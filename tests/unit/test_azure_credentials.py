@@ -40,3 +40,14 @@ def test_container_and_prefix():
     assert container_and_prefix("abfss://$blobchangefeed@acct.dfs.core.windows.net/x/y") == ("$blobchangefeed", "x/y")
     with pytest.raises(ValueError):
         container_and_prefix("/local/feed")
+
+
+def test_spark_redaction_covers_every_secret_we_forward():
+    import re
+
+    from lakefeed.azure import CLIENT_SECRET, REDACTION_REGEX
+
+    pattern = re.compile(REDACTION_REGEX)  # Spark applies it to conf keys and values alike
+    for name in (CONNECTION_STRING, ACCOUNT_KEY, SAS_TOKEN, CLIENT_SECRET):
+        assert pattern.search(f"spark.executorEnv.{name}"), name
+    assert pattern.search("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc==;")
