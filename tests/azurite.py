@@ -46,8 +46,12 @@ class Azurite:
         return client
 
     def upload_folder(self, folder: Path, container: str) -> int:
-        """Upload every file under ``folder`` (relative names); returns the count."""
+        """Make the container hold exactly the files under ``folder`` (relative names); returns the count.
+
+        The emulator is shared by the test session: blobs another test left are removed first."""
         client = self.container(container)
+        for blob in client.list_blobs():
+            client.delete_blob(blob.name)
         count = 0
         for path in sorted(folder.rglob("*")):
             if path.is_file():
