@@ -128,6 +128,3 @@ def airflow(env: dict, *args: str, check: bool = True) -> subprocess.CompletedPr
                            f"{(result.stdout + result.stderr)[-3000:]}")
     return result
 
-
-def os_env() -> dict:
-    return dict(os.environ)

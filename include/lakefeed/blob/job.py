@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.plan import RunPlan, plan_run
-from lakefeed.blob.schema import spark_record_schema
+from lakefeed.blob.schema import spark_schema
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.blob.transforms import (
     dedupe_by_id,
@@ -73,17 +73,10 @@ def read_records(spark: SparkSession, plan: RunPlan, feed_root: str) -> DataFram
     # Largest files first: the longest tasks start first, so the stage ends evenly.
     chunks = sorted((c for c in plan.chunk_files if c.size > 0), key=lambda c: -c.size)
     rows = [(feed_root, c.path, c.shard, c.segment_start) for c in chunks]
-    input_schema = _spark_schema(CHUNK_INPUT_SCHEMA)
     if not rows:
-        return spark.createDataFrame([], spark_record_schema())
-    inputs = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), input_schema)
-    return inputs.mapInArrow(decode_arrow_partition, spark_record_schema())
-
-
-def _spark_schema(arrow_schema):
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(arrow_schema)
+        return spark.createDataFrame([], spark_schema())
+    inputs = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), spark_schema(CHUNK_INPUT_SCHEMA))
+    return inputs.mapInArrow(decode_arrow_partition, spark_schema())
 
 
 def plan(feed_root: str, window_start: datetime, window_end: datetime) -> RunPlan:

@@ -61,8 +61,8 @@ RECORD_SCHEMA = pa.schema(
 )
 
 
-def spark_record_schema():
-    """The Spark ``StructType`` of decoded records (imports pyspark lazily)."""
+def spark_schema(arrow_schema: pa.Schema = RECORD_SCHEMA):
+    """The Spark ``StructType`` of an Arrow schema, decoded records by default (imports pyspark lazily)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(RECORD_SCHEMA)
+    return from_arrow_schema(arrow_schema)
