@@ -40,6 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--events-table", required=True, help="Delta events table path or URL")
     parser.add_argument("--state-table", required=True, help="Delta state table path or URL")
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
+    parser.add_argument("--decoder", choices=("auto", "python"), default="auto",
+                        help="auto: Spark's Avro reader for local chunk files it decodes losslessly, the "
+                             "Python decoder for the rest; python: the Python decoder for every file")
     return parser.parse_args(argv)
 
 
@@ -66,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     ship_library(spark)
     try:
-        summary = run(spark, run_plan, args.feed_root, args.events_table, args.state_table)
+        summary = run(spark, run_plan, args.feed_root, args.events_table, args.state_table, decoder=args.decoder)
     except FeedError as exc:
         log.error("%s: %s", type(exc).__name__, exc)
         return 2

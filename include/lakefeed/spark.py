@@ -29,6 +29,9 @@ SESSION_DEFAULTS = {
     # Decoded records flow to the JVM in Arrow batches; keep them moderate.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "8192",
     "spark.databricks.delta.schema.autoMerge.enabled": "false",
+    # MERGE would otherwise shuffle its inserts by the partition columns first, so one
+    # task writes a whole date partition of the events table on a single core.
+    "spark.databricks.delta.merge.repartitionBeforeWrite.enabled": "false",
 }
 
 

@@ -73,6 +73,11 @@ class Store(StoreBase):
         """Filesystem path of ``relative`` (``a/b``) under the root."""
         return posixpath.join(self._root_path, relative) if relative else self._root_path
 
+    @property
+    def is_local(self) -> bool:
+        """Whether the files are on this machine's filesystem (Spark's own readers can open them)."""
+        return isinstance(self._fs, LocalFileSystem)
+
     def exists(self, relative: str) -> bool:
         return self._fs.exists(self.path(relative))
 

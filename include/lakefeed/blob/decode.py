@@ -69,10 +69,7 @@ def decode_chunk(store: Store, chunk: ChunkRef, batch_size: int = DEFAULT_BATCH_
         if not handle.read(1):
             return  # 0-byte chunk file: empty, not corrupt
         handle.seek(0)
-        try:
-            reader = fastavro.reader(handle)
-        except Exception as exc:  # fastavro raises several types for a bad header
-            raise FeedCorruptError(f"{url}: not a valid Avro file ({type(exc).__name__}: {exc})") from None
+        reader = _avro_reader(handle, url)
         # Files whose writer schema holds only fields of the superset take the columnar
         # path (Arrow converts whole batches in C++); anything else keeps every
         # unknown field through the record-by-record path.
@@ -95,6 +92,22 @@ def decode_chunk(store: Store, chunk: ChunkRef, batch_size: int = DEFAULT_BATCH_
             ) from None
         if records:
             yield _to_batch(records, first, chunk, url, columnar)
+
+
+def _avro_reader(handle, url: str) -> fastavro.reader:
+    try:
+        return fastavro.reader(handle)
+    except Exception as exc:  # fastavro raises several types for a bad header
+        raise FeedCorruptError(f"{url}: not a valid Avro file ({type(exc).__name__}: {exc})") from None
+
+
+def writer_schema(store: Store, path: str) -> Any:
+    """The writer schema in a chunk file's header (only the header is read); None for a 0-byte file."""
+    with store.open(path) as handle:
+        if not handle.read(1):
+            return None
+        handle.seek(0)
+        return _avro_reader(handle, store.url(path)).writer_schema
 
 
 def _to_batch(records: list, first: int, chunk: ChunkRef, url: str, columnar: bool) -> pa.RecordBatch:

@@ -10,14 +10,24 @@ re-run after a failure between them converges.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from urllib.parse import unquote
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition
+from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition, writer_schema
+from lakefeed.blob.jvm_decode import (
+    first_problem_metric,
+    jvm_readable,
+    one_file_per_partition,
+    raise_record_problem,
+    read_chunk_files,
+    with_record_problem,
+)
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.plan import RunPlan, plan_run
 from lakefeed.blob.schema import spark_schema
@@ -39,6 +49,8 @@ log = logging.getLogger(__name__)
 
 PIPELINE = "blob_changefeed"
 _WORKER_ERROR = re.compile(r"lakefeed\.errors\.(FeedCorruptError): (.+?)(?:\n|$)")
+_JVM_READ_ERROR = re.compile(r"Encountered error while reading file (\S+?)\.?(?:\s|$)")
+_JVM_CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)): ([^\n]*)")
 
 
 @dataclass
@@ -68,15 +80,54 @@ class RunSummary:
         return asdict(self)
 
 
-def read_records(spark: SparkSession, plan: RunPlan, feed_root: str) -> DataFrame:
-    """Decoded records of every chunk file in the plan: one Spark task per chunk file."""
+DECODERS = ("auto", "python")
+
+
+@dataclass
+class DecodePlan:
+    """Which decoder reads which chunk file (see :mod:`lakefeed.blob.jvm_decode`)."""
+
+    in_jvm: list  # (local path, chunk path, shard, segment start, writer schema)
+    in_python: list  # (feed root, chunk path, shard, segment start)
+
+
+def plan_decode(plan: RunPlan, feed_root: str, decoder: str = "auto") -> DecodePlan:
+    """Send each non-empty chunk file to the JVM's Avro reader when that loses nothing, else to Python.
+
+    Reads only file headers; a file that is not Avro at all fails here, before Spark runs a task.
+    """
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, not {decoder!r}")
+    store = Store(feed_root)
     # Largest files first: the longest tasks start first, so the stage ends evenly.
     chunks = sorted((c for c in plan.chunk_files if c.size > 0), key=lambda c: -c.size)
-    rows = [(feed_root, c.path, c.shard, c.segment_start) for c in chunks]
-    if not rows:
-        return spark.createDataFrame([], spark_schema())
-    inputs = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), spark_schema(CHUNK_INPUT_SCHEMA))
-    return inputs.mapInArrow(decode_arrow_partition, spark_schema())
+    decode = DecodePlan(in_jvm=[], in_python=[])
+    for chunk in chunks:
+        if decoder == "auto" and store.is_local:
+            schema = writer_schema(store, chunk.path)
+            if schema is None:
+                continue  # emptied since it was listed
+            if jvm_readable(schema):
+                local = os.path.abspath(store.path(chunk.path))
+                decode.in_jvm.append((local, chunk.path, chunk.shard, chunk.segment_start, schema))
+                continue
+        decode.in_python.append((feed_root, chunk.path, chunk.shard, chunk.segment_start))
+    return decode
+
+
+def read_records(spark: SparkSession, plan: RunPlan, feed_root: str, decoder: str = "auto") -> DataFrame:
+    """Decoded records of every chunk file in the plan, each checked (``_recordProblem``)."""
+    decode = plan_decode(plan, feed_root, decoder)
+    parts = []
+    if decode.in_jvm:
+        parts.append(read_chunk_files(spark, decode.in_jvm))
+    if decode.in_python or not parts:
+        rows = decode.in_python
+        inputs = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))),
+                                       spark_schema(CHUNK_INPUT_SCHEMA))
+        parts.append(inputs.mapInArrow(decode_arrow_partition, spark_schema()))
+    records = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    return with_record_problem(records)
 
 
 def plan(feed_root: str, window_start: datetime, window_end: datetime) -> RunPlan:
@@ -84,7 +135,8 @@ def plan(feed_root: str, window_start: datetime, window_end: datetime) -> RunPla
     return plan_run(ChangeFeed(Store(feed_root)), window_start, window_end)
 
 
-def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, state_table: str) -> RunSummary:
+def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, state_table: str,
+        decoder: str = "auto") -> RunSummary:
     clock = _Clock()
     events_table, state_table = table_location(events_table), table_location(state_table)
     summary = RunSummary(
@@ -99,53 +151,69 @@ def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, s
              summary.chunkFiles, summary.bytesRead)
     clock.lap("plan")
 
-    marked = with_claim(read_records(spark, plan, feed_root), plan.grid.offset_ticks, plan.windows).persist()
+    # One pass decodes every chunk file, counts what it saw (observed metrics, no
+    # second read) and caches only the deduplicated batch: corrupt input fails
+    # here, before any target is created or written.
+    observation = Observation("feed records")
+    marked = with_claim(read_records(spark, plan, feed_root, decoder), plan.grid.offset_ticks, plan.windows)
+    batch = to_event_rows(dedupe_by_id(drop_control(owned(_observe_counts(marked, observation)))),
+                          datetime.now(timezone.utc)).persist()
     try:
-        # The first action decodes every chunk file (filling the cache): corrupt
-        # input fails here, before any target is created or written.
-        counts = _count(marked)
-        clock.lap("decode")
-        batch = to_event_rows(dedupe_by_id(drop_control(owned(marked))), datetime.now(timezone.utc)).persist()
         try:
-            summary.eventsUnique = batch.count()
-        finally:
-            marked.unpersist()
+            with one_file_per_partition(spark):
+                summary.eventsUnique = batch.count()
+        except Exception as exc:
+            raise _feed_error_from(exc, Store(feed_root)) or exc
+        counts = observation.get
+        raise_record_problem(counts.pop("firstProblem"), Store(feed_root).url)
+        counts = {k: int(v or 0) for k, v in counts.items()}
         summary.recordsRead = counts["recordsRead"]
         summary.recordsClaimed = counts["recordsClaimed"]
         summary.controlDropped = counts["controlDropped"]
         summary.eventsClaimed = counts["recordsClaimed"] - counts["controlDropped"]
         summary.strays = counts["strays"]
         summary.duplicatesRemoved = summary.eventsClaimed - summary.eventsUnique
-        clock.lap("dedupe")
-        try:
-            _merge(spark, batch, events_table, state_table, summary)
-        finally:
-            batch.unpersist()
+        clock.lap("decode_dedupe")
+        _merge(spark, batch, events_table, state_table, summary)
         clock.lap("merge")
     finally:
-        marked.unpersist()
+        batch.unpersist()
     summary.seconds = clock.laps
     return summary
 
 
-def _count(marked: DataFrame) -> dict[str, int]:
+def _observe_counts(marked: DataFrame, observation: Observation) -> DataFrame:
+    """``marked`` with its record counts gathered as a side effect of the first action over it."""
     mine = F.col("isOwned")
-    try:
-        row = marked.agg(
-            F.count(F.lit(1)).alias("recordsRead"),
-            F.count_if(mine).alias("recordsClaimed"),
-            F.count_if(mine & F.col("isControl")).alias("controlDropped"),
-            F.count_if(mine & F.col("isStray") & ~F.col("isControl")).alias("strays"),
-        ).collect()[0]
-    except Exception as exc:
-        raise _feed_error_from(exc) or exc
-    return {k: int(row[k] or 0) for k in row.asDict()}
+    return marked.observe(
+        observation,
+        F.count(F.lit(1)).alias("recordsRead"),
+        F.count_if(mine).alias("recordsClaimed"),
+        F.count_if(mine & F.col("isControl")).alias("controlDropped"),
+        F.count_if(mine & F.col("isStray") & ~F.col("isControl")).alias("strays"),
+        first_problem_metric(),
+    )
 
 
-def _feed_error_from(exc: Exception) -> FeedCorruptError | None:
-    """Surface a worker's FeedCorruptError as itself instead of a Py4J/Python stack dump."""
-    m = _WORKER_ERROR.search(str(exc))
-    return FeedCorruptError(m.group(2)) if m else None
+def _feed_error_from(exc: Exception, store: Store) -> FeedCorruptError | None:
+    """Surface a bad chunk file as a FeedCorruptError naming it, not a Py4J/Python stack dump."""
+    text = str(exc)
+    m = _WORKER_ERROR.search(text)
+    if m:
+        return FeedCorruptError(m.group(2))
+    m = _JVM_READ_ERROR.search(text)
+    if m:
+        cause = _JVM_CAUSE.search(text)
+        detail = f" ({cause.group(1)}: {cause.group(2).strip()})" if cause else ""
+        return FeedCorruptError(f"{_chunk_url(m.group(1), store)}: corrupt or truncated Avro{detail}")
+    return None
+
+
+def _chunk_url(file_path: str, store: Store) -> str:
+    """The feed URL of a chunk file Spark names by its local ``file:`` path."""
+    local = unquote(re.sub(r"^file:(//)?", "", file_path))
+    root = os.path.abspath(store.path(""))
+    return store.url(os.path.relpath(local, root)) if local.startswith(root + os.sep) else file_path
 
 
 def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table: str,

@@ -25,6 +25,7 @@ from lakefeed.cdf.log import ChangeDataError, DeltaLog, check_range
 from lakefeed.cdf.transforms import (
     CDF_COLUMNS,
     DELETED_COLUMN,
+    ROWS_OF_KEY,
     TARGET_COLUMNS,
     VERSION_COLUMN,
     last_change_per_key,
@@ -90,13 +91,12 @@ def read_changes(spark: SparkSession, source: str, start: int, end: int) -> Data
     )
 
 
-def _target_base_version(spark: SparkSession, target: str) -> int | None:
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, target):
+def _target_base_version(target: str) -> int | None:
+    """The source version a full refresh rebuilt the target at, read from the target's log (no Spark job)."""
+    target_log = DeltaLog(Store(target))
+    if target_log.latest_version() is None:
         return None
-    properties = DeltaTable.forPath(spark, target).detail().collect()[0]["properties"] or {}
-    value = properties.get(BASE_VERSION_PROPERTY)
+    value = target_log.table_state()[0].get(BASE_VERSION_PROPERTY)
     return int(value) if value is not None else None
 
 
@@ -110,7 +110,7 @@ def run(spark: SparkSession, source: str, target: str, keys: list[str], start: i
     latest = delta_log.latest_version()
     summary = CdfSummary(source=source, target=target, startingVersion=start, endingVersion=end,
                          latestVersion=latest, lagVersions=latest - end)
-    base = _target_base_version(spark, target)
+    base = _target_base_version(target)
     if base is not None and end <= base:
         log.info("target was rebuilt at source version %d: range [%d, %d] is already in it", base, start, end)
         return summary
@@ -118,18 +118,19 @@ def run(spark: SparkSession, source: str, target: str, keys: list[str], start: i
 
     changes = read_changes(spark, source, read_from, end)
     selected = _columns(changes.columns, keys, columns)
-    rows = to_target_rows(last_change_per_key(changes, keys), selected).persist()
+    last_changes = last_change_per_key(changes, keys).persist()
     try:
         try:
-            summary.keysChanged = rows.count()
-            summary.rowsRead = changes.where(F.col("_change_type") != "update_preimage").count()
+            counts = last_changes.agg(F.count(F.lit(1)), F.sum(ROWS_OF_KEY)).collect()[0]
         except Exception as exc:
             raise _vacuumed(exc, source, read_from, end) or exc
+        summary.keysChanged, summary.rowsRead = int(counts[0]), int(counts[1] or 0)
         laps["read"] = round(time.perf_counter() - clock, 3)
-        summary.addedColumns = _merge(spark, rows, target, keys, summary, metadata={
-            "pipeline": PIPELINE, "source": source, "startingVersion": start, "endingVersion": end})
+        summary.addedColumns = _merge(spark, to_target_rows(last_changes, selected), target, keys, summary,
+                                      metadata={"pipeline": PIPELINE, "source": source,
+                                                "startingVersion": start, "endingVersion": end})
     finally:
-        rows.unpersist()
+        last_changes.unpersist()
     laps["merge"] = round(time.perf_counter() - clock - laps["read"], 3)
     summary.seconds = laps
     return summary

@@ -73,8 +73,9 @@ class DeltaLog:
             if "metaData" in action
         ]
 
-    def table_state(self, version: int) -> tuple[dict[str, str], list[dict]]:
-        """Table properties and schema fields as of ``version`` (delta-rs reads checkpoints for us)."""
+    def table_state(self, version: int | None = None) -> tuple[dict[str, str], list[dict]]:
+        """Table properties and schema fields as of ``version``, default the latest (delta-rs reads
+        checkpoints for us)."""
         from deltalake import DeltaTable
 
         table = DeltaTable(self.store.root, version=version)

@@ -11,11 +11,14 @@ CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
 # touched the key, when, and whether that change deleted it (a tombstone).
 VERSION_COLUMN, TIMESTAMP_COLUMN, DELETED_COLUMN = "_cdf_version", "_cdf_commit_timestamp", "_cdf_deleted"
 TARGET_COLUMNS = (VERSION_COLUMN, TIMESTAMP_COLUMN, DELETED_COLUMN)
+# On each reduced row: how many change rows (pre-images aside) of its key it stands for.
+ROWS_OF_KEY = "_rows_of_key"
 
 
 def last_change_per_key(changes: DataFrame, keys: list[str]) -> DataFrame:
     """One row per key: its last change by commit version; within a version the row that exists
-    after the commit (insert / update_postimage) beats a delete. Pre-images are dropped."""
+    after the commit (insert / update_postimage) beats a delete. Pre-images are dropped.
+    ``ROWS_OF_KEY`` counts the key's change rows in the same pass (one window, one shuffle)."""
     after_commit = F.when(F.col(CHANGE_TYPE) == "delete", 0).otherwise(1)
     # The hash only breaks ties a well-keyed source never has (duplicate keys in one version).
     tiebreak = F.xxhash64(*[F.col(c) for c in changes.columns if c not in CDF_COLUMNS])
@@ -25,6 +28,8 @@ def last_change_per_key(changes: DataFrame, keys: list[str]) -> DataFrame:
     return (
         changes.where(F.col(CHANGE_TYPE) != "update_preimage")
         .withColumn("_rank", F.row_number().over(latest_first))
+        .withColumn(ROWS_OF_KEY, F.count(F.lit(1)).over(
+            latest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)))
         .where(F.col("_rank") == 1)
         .drop("_rank")
     )
