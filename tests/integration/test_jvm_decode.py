@@ -21,7 +21,7 @@ SPEC = FeedSpec(hours=4, events_per_hour=500, shards=2, records_per_chunk=250, s
 
 @pytest.fixture
 def feed(tmp_path):
-    root = tmp_path / "feed"
+    root = tmp_path / "change feed+1%"  # Spark names files by URI: %20, a literal + and %25
     truth = generate_feed(root, SPEC)
     windows = truth.ready_windows()
     return root, plan(str(root), windows[0], windows[-1] + HOUR)

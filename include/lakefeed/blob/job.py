@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 PIPELINE = "blob_changefeed"
 _WORKER_ERROR = re.compile(r"lakefeed\.errors\.(FeedCorruptError): (.+?)(?:\n|$)")
+_GLOB = re.compile(r"[*?\[\]{}\\]")  # Spark would expand these in a path it loads
 _JVM_READ_ERROR = re.compile(r"Encountered error while reading file (\S+?)\.?(?:\s|$)")
 _JVM_CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)): ([^\n]*)")
 
@@ -107,7 +108,7 @@ def plan_decode(plan: RunPlan, feed_root: str, decoder: str = "auto") -> DecodeP
             schema = writer_schema(store, chunk.path)
             if schema is None:
                 continue  # emptied since it was listed
-            if jvm_readable(schema):
+            if jvm_readable(schema) and not _GLOB.search(store.path(chunk.path)):
                 local = os.path.abspath(store.path(chunk.path))
                 decode.in_jvm.append((local, chunk.path, chunk.shard, chunk.segment_start, schema))
                 continue

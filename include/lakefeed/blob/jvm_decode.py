@@ -199,7 +199,7 @@ def read_chunk_files(spark: SparkSession, files: list[tuple[str, str, str, Any, 
             for item in (F.lit(path), F.struct(F.lit(chunk).alias("chunkFile"), F.lit(shard).alias("shard"),
                                                  F.lit(start).cast("timestamp").alias("segmentStart")))
         ])
-        local = F.url_decode(F.regexp_replace(F.col("_metadata.file_path"), "^file:(//)?", ""))
+        local = _local_path(F.col("_metadata.file_path"))
         raw = (
             spark.read.format(AVRO_FORMAT).option("avroSchema", schema_json)
             .load([path for path, *_ in members])
@@ -213,6 +213,11 @@ def read_chunk_files(spark: SparkSession, files: list[tuple[str, str, str, Any, 
     for frame in frames[1:]:
         records = records.unionByName(frame)
     return records
+
+
+def _local_path(file_uri: Column) -> Column:
+    """``file:/a%20b+c`` → ``/a b+c``: a URI path decoded (``+`` is a plus sign here, not a space)."""
+    return F.url_decode(F.regexp_replace(F.regexp_replace(file_uri, "^file:(//)?", ""), r"\+", "%2B"))
 
 
 def _to_records(raw: DataFrame) -> DataFrame:
@@ -259,7 +264,8 @@ def with_record_problem(records: DataFrame) -> DataFrame:
     supported = ", ".join(map(str, sorted(SUPPORTED_SCHEMA_VERSIONS)))
     version_text = F.coalesce(F.col("schemaVersion").cast("string"), F.lit("None"))
     problem = (
-        F.when(~F.coalesce(F.col("schemaVersion").isin(sorted(SUPPORTED_SCHEMA_VERSIONS)), F.lit(False)),
+        F.when(F.col("chunkFile").isNull(), F.lit("chunk file of the record not matched (lineage lost)"))
+        .when(~F.coalesce(F.col("schemaVersion").isin(sorted(SUPPORTED_SCHEMA_VERSIONS)), F.lit(False)),
                F.concat(F.lit("unknown schemaVersion "), version_text, F.lit(f" (supported: {supported})")))
         .when(F.coalesce(F.length("id"), F.lit(0)) == 0, F.lit("missing event id"))
         .when(F.col("eventTimeTicks").isNull(),

@@ -90,25 +90,29 @@ def sequencer_key(sequencer: Column) -> Column:
 
 def latest_state_per_blob(event_rows: DataFrame) -> DataFrame:
     """Rows of the state table: per ``subject``, the latest event by ``data.sequencer``."""
+    # Only the state's own columns go through the shuffle, not whole events.
+    narrow = event_rows.where(F.col("subject").isNotNull()).select(
+        "subject",
+        F.col("data.sequencer").alias("sequencer"),
+        F.col("id").alias("eventId"),
+        "eventType", "eventTime", "eventTimestamp", "eventTimeTicks",
+        *[F.col(f"data.{name}").alias(name) for name in STATE_BLOB_PROPERTIES],
+        "claimWindow",
+        F.col("ingestedAt").alias("updatedAt"),
+    )
     latest_first = Window.partitionBy("subject").orderBy(
-        sequencer_key(F.col("data.sequencer")).desc(), F.col("eventTimeTicks").desc(), F.col("id").desc()
+        sequencer_key(F.col("sequencer")).desc(), F.col("eventTimeTicks").desc(), F.col("eventId").desc()
     )
-    latest = (
-        event_rows.where(F.col("subject").isNotNull())
-        .withColumn("_rank", F.row_number().over(latest_first))
-        .where(F.col("_rank") == 1)
-    )
+    latest = narrow.withColumn("_rank", F.row_number().over(latest_first)).where(F.col("_rank") == 1)
     container = F.regexp_extract("subject", SUBJECT_PATTERN, 1)
     blob_name = F.regexp_extract("subject", SUBJECT_PATTERN, 2)
     return latest.select(
         "subject",
         F.when(container != "", container).alias("container"),
         F.when(blob_name != "", blob_name).alias("blobName"),
-        F.col("data.sequencer").alias("sequencer"),
-        F.col("id").alias("eventId"),
-        "eventType", "eventTime", "eventTimestamp",
+        "sequencer", "eventId", "eventType", "eventTime", "eventTimestamp",
         (F.col("eventType") == F.lit(DELETE_EVENT_TYPE)).alias("isDeleted"),
-        *[F.col(f"data.{name}").alias(name) for name in STATE_BLOB_PROPERTIES],
+        *STATE_BLOB_PROPERTIES,
         "claimWindow",
-        F.col("ingestedAt").alias("updatedAt"),
+        "updatedAt",
     )
