@@ -46,17 +46,19 @@ def main() -> None:
         for version in range(first, last + 1):                                                      # v2..v101
             spark.sql(f"UPDATE delta.`{source}` SET amount = amount + {version}, touched = {version} "
                       f"WHERE pmod(id, {stripes}) = {version % stripes}")
-    for folder in (target, plain):
-        shutil.rmtree(folder, ignore_errors=True)
-    run(spark, str(source), str(target), ["id"], 0, 1)  # the target holds the starting snapshot
-
     changes = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)
                .option("endingVersion", last).load(str(source)))
     changes.where("_change_type != 'update_preimage'").write.format("noop").mode("overwrite").save()  # warm-up
-    with timed(seconds, "plain_read_and_overwrite"):
-        changes.write.format("delta").mode("overwrite").save(str(plain))
-    with timed(seconds, "ours_apply"):
-        summary = run(spark, str(source), str(target), ["id"], first, last)
+    for attempt in range(1, 4):  # interleaved, best of 3 each: the same noise reaches both
+        for folder in (target, plain):
+            shutil.rmtree(folder, ignore_errors=True)
+        run(spark, str(source), str(target), ["id"], 0, 1)  # the target holds the starting snapshot
+        with timed(seconds, f"plain_read_and_overwrite_{attempt}"):
+            changes.write.format("delta").mode("overwrite").save(str(plain))
+        with timed(seconds, f"ours_apply_{attempt}"):
+            summary = run(spark, str(source), str(target), ["id"], first, last)
+    for name in ("plain_read_and_overwrite", "ours_apply"):
+        seconds[name] = min(seconds.pop(f"{name}_{attempt}") for attempt in range(1, 4))
     same = live_rows(spark, str(target)).count() == KEYS
     figures.update({
         "versions": VERSIONS, "changedRows": summary.rowsRead, "keysChanged": summary.keysChanged,

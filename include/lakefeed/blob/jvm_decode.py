@@ -19,9 +19,12 @@ errors: a record with an unknown ``schemaVersion``, no ``id`` or an unreadable
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections import defaultdict
 from contextlib import contextmanager
 from typing import Any, Iterator
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -193,31 +196,27 @@ def read_chunk_files(spark: SparkSession, files: list[tuple[str, str, str, Any, 
         groups[schema].append((local_path, chunk_path, shard, segment_start))
     frames = []
     for schema_json, members in groups.items():
-        # Spark names a file by its URI: look the lineage up by the decoded local path.
-        lineage = F.create_map(*[
-            item for path, chunk, shard, start in members
-            for item in (F.lit(path), F.struct(F.lit(chunk).alias("chunkFile"), F.lit(shard).alias("shard"),
-                                                 F.lit(start).cast("timestamp").alias("segmentStart")))
-        ])
-        local = _local_path(F.col("_metadata.file_path"))
-        raw = (
-            spark.read.format(AVRO_FORMAT).option("avroSchema", schema_json)
-            .load([path for path, *_ in members])
-            .select("*", F.element_at(lineage, local).alias("_lineage"),
-                    F.monotonically_increasing_id().bitwiseAND(F.lit(_POSITION_BITS)).alias("chunkRecordIndex"))
-        )
-        frames.append(_to_records(raw))
+        scan = spark.read.format(AVRO_FORMAT).option("avroSchema", schema_json).load([m[0] for m in members])
+        # Rows name their file by URI (`file:/a%20b`; the listing says `file:///a%20b`):
+        # key the lineage by both spellings of each listed file's URI.
+        by_local = {os.path.normpath(m[0]): m for m in members}
+        lineage = []
+        for uri in scan.inputFiles():
+            _, chunk, shard, start = by_local[os.path.normpath(unquote(urlparse(uri).path))]
+            for spelling in {uri, re.sub(r"^file:/+", "file:/", uri), re.sub(r"^file:/+", "file:///", uri)}:
+                lineage.append((spelling, chunk, shard, start))
+        lineage_frame = spark.createDataFrame(
+            lineage, "_filePath string, chunkFile string, shard string, segmentStart timestamp")
+        raw = scan.select(
+            "*", F.col("_metadata.file_path").alias("_filePath"),
+            F.monotonically_increasing_id().bitwiseAND(F.lit(_POSITION_BITS)).alias("chunkRecordIndex"))
+        frames.append(_to_records(raw.join(F.broadcast(lineage_frame), "_filePath", "left")))
     if not frames:
         return spark.createDataFrame([], spark_schema())
     records = frames[0]
     for frame in frames[1:]:
         records = records.unionByName(frame)
     return records
-
-
-def _local_path(file_uri: Column) -> Column:
-    """``file:/a%20b+c`` → ``/a b+c``: a URI path decoded (``+`` is a plus sign here, not a space)."""
-    return F.url_decode(F.regexp_replace(F.regexp_replace(file_uri, "^file:(//)?", ""), r"\+", "%2B"))
 
 
 def _to_records(raw: DataFrame) -> DataFrame:
@@ -229,9 +228,9 @@ def _to_records(raw: DataFrame) -> DataFrame:
         "data": F.col("data"),
         "extra": F.lit(None).cast(target["extra"].dataType),
         "eventTimeTicks": event_time_ticks(F.col("eventTime")),
-        "segmentStart": F.col("_lineage.segmentStart"),
-        "shard": F.col("_lineage.shard"),
-        "chunkFile": F.col("_lineage.chunkFile"),
+        "segmentStart": F.col("segmentStart"),
+        "shard": F.col("shard"),
+        "chunkFile": F.col("chunkFile"),
         "chunkRecordIndex": F.col("chunkRecordIndex"),
     }
     return raw.select(*[columns[field.name].alias(field.name) for field in RECORD_SCHEMA])
