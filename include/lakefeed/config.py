@@ -38,12 +38,15 @@ class BlobPipelineConfig:
     sensor_timeout_seconds: float = 3000.0         # then the run is skipped: nothing new this hour
     start_from: str | None = None                  # ISO time: ignore windows before it on first run
     spark_conf: dict | None = None                 # extra --conf for spark-submit
+    decoder: str = "auto"                          # the job's --decoder: auto | python
 
     @classmethod
     def from_mapping(cls, overrides: dict[str, Any] | None, where: str = "config") -> "BlobPipelineConfig":
         config = from_mapping(cls, overrides, where)
         if config.max_windows_per_run < 1 or config.windows_per_batch < 1:
             raise ConfigError(f"{where}: max_windows_per_run and windows_per_batch must be at least 1")
+        if config.decoder not in ("auto", "python"):
+            raise ConfigError(f"{where}: decoder must be 'auto' or 'python', not {config.decoder!r}")
         return config
 
     @classmethod

@@ -82,7 +82,7 @@ def job_arguments(config: BlobPipelineConfig, planned: dict[str, Any]) -> list[l
     return [
         ["--feed-root", config.feed_root, "--window-start", batch["start"], "--window-end", batch["end"],
          "--events-table", config.events_table, "--state-table", config.state_table,
-         "--summary-json", summary_path(planned["runFolder"], index)]
+         "--decoder", config.decoder, "--summary-json", summary_path(planned["runFolder"], index)]
         for index, batch in enumerate(planned["batches"])
     ]
 

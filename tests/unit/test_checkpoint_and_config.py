@@ -45,6 +45,8 @@ def test_config_defaults_point_at_the_demo_and_overrides_are_checked():
         BlobPipelineConfig.from_json('{"feedroot": "x"}', "Variable c")
     with pytest.raises(ConfigError, match="windows_per_batch must be int"):
         BlobPipelineConfig.from_json('{"windows_per_batch": "3"}', "Variable c")
+    with pytest.raises(ConfigError, match="decoder must be 'auto' or 'python'"):
+        BlobPipelineConfig.from_mapping({"decoder": "jvm"})
     with pytest.raises(ConfigError, match="at least 1"):
         BlobPipelineConfig.from_json('{"max_windows_per_run": 0}', "Variable c")
     with pytest.raises(ConfigError, match="not JSON"):

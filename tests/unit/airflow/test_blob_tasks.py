@@ -46,7 +46,7 @@ def test_first_plan_batches_every_ready_window_up_to_the_cap(config):
     args = blob_tasks.job_arguments(config, planned)
     assert args[1][:6] == ["--feed-root", config.feed_root, "--window-start", "2026-01-01T01:10:00Z",
                            "--window-end", "2026-01-01T03:10:00Z"]
-    assert args[1][-2:] == ["--summary-json", str(Path(planned["runFolder"]) / "1.json")]
+    assert args[1][-4:] == ["--decoder", "auto", "--summary-json", str(Path(planned["runFolder"]) / "1.json")]
 
 
 def test_plan_resumes_from_the_watermark_and_refuses_a_regressing_feed(config):
