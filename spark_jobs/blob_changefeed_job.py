@@ -25,6 +25,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
 
 from lakefeed.blob.timegrid import parse_time
+from lakefeed.config import DECODERS
 from lakefeed.errors import FeedError
 from lakefeed.jobs import write_summary
 
@@ -40,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--events-table", required=True, help="Delta events table path or URL")
     parser.add_argument("--state-table", required=True, help="Delta state table path or URL")
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
-    parser.add_argument("--decoder", choices=("auto", "python"), default="auto",
+    parser.add_argument("--decoder", choices=DECODERS, default="auto",
                         help="auto: Spark's Avro reader for local chunk files it decodes losslessly, the "
                              "Python decoder for the rest; python: the Python decoder for every file")
     return parser.parse_args(argv)

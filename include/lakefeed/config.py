@@ -22,6 +22,10 @@ class ConfigError(ValueError):
     pass
 
 
+# How the blob job decodes chunk files (its --decoder): see lakefeed.blob.job.plan_decode.
+DECODERS = ("auto", "python")
+
+
 @dataclass(frozen=True)
 class BlobPipelineConfig:
     """Settings of the blob change feed DAG (keys of the ``lakefeed_blob_config`` Variable)."""
@@ -45,7 +49,7 @@ class BlobPipelineConfig:
         config = from_mapping(cls, overrides, where)
         if config.max_windows_per_run < 1 or config.windows_per_batch < 1:
             raise ConfigError(f"{where}: max_windows_per_run and windows_per_batch must be at least 1")
-        if config.decoder not in ("auto", "python"):
+        if config.decoder not in DECODERS:
             raise ConfigError(f"{where}: decoder must be 'auto' or 'python', not {config.decoder!r}")
         return config
 

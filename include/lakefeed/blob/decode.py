@@ -140,7 +140,7 @@ def fits_superset(writer_schema: Any) -> bool:
             return False
     if "schemaVersion" in top and _kind(top["schemaVersion"]) not in ("int", "long"):
         return False
-    data = _non_null(top.get("data"))
+    data = non_null(top.get("data"))
     if not isinstance(data, dict) or data.get("type") != "record":
         return False
     for field in data.get("fields", []):
@@ -156,7 +156,8 @@ def fits_superset(writer_schema: Any) -> bool:
     return True
 
 
-def _non_null(avro_type: Any) -> Any:
+def non_null(avro_type: Any) -> Any:
+    """``X`` of ``X`` or ``["null", X]``; None for a union of several types."""
     if isinstance(avro_type, list):
         rest = [t for t in avro_type if t != "null"]
         return rest[0] if len(rest) == 1 else None
@@ -164,7 +165,7 @@ def _non_null(avro_type: Any) -> Any:
 
 
 def _kind(avro_type: Any) -> str | None:
-    avro_type = _non_null(avro_type)
+    avro_type = non_null(avro_type)
     if isinstance(avro_type, dict):
         return avro_type.get("type")
     return avro_type

@@ -14,7 +14,6 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -23,6 +22,7 @@ from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition, wri
 from lakefeed.blob.jvm_decode import (
     first_problem_metric,
     jvm_readable,
+    local_path,
     one_file_per_partition,
     raise_record_problem,
     read_chunk_files,
@@ -41,6 +41,7 @@ from lakefeed.blob.transforms import (
     to_event_rows,
     with_claim,
 )
+from lakefeed.config import DECODERS
 from lakefeed.delta import commit_metadata, commit_since, ensure_table, table_location, table_version
 from lakefeed.errors import FeedCorruptError
 from lakefeed.storage import Store
@@ -79,9 +80,6 @@ class RunSummary:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-DECODERS = ("auto", "python")
 
 
 @dataclass
@@ -155,6 +153,7 @@ def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, s
     # One pass decodes every chunk file, counts what it saw (observed metrics, no
     # second read) and caches only the deduplicated batch: corrupt input fails
     # here, before any target is created or written.
+    store = Store(feed_root)
     observation = Observation("feed records")
     marked = with_claim(read_records(spark, plan, feed_root, decoder), plan.grid.offset_ticks, plan.windows)
     batch = to_event_rows(dedupe_by_id(drop_control(owned(_observe_counts(marked, observation)))),
@@ -164,9 +163,9 @@ def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, s
             with one_file_per_partition(spark):
                 summary.eventsUnique = batch.count()
         except Exception as exc:
-            raise _feed_error_from(exc, Store(feed_root)) or exc
+            raise _feed_error_from(exc, store) or exc
         counts = observation.get
-        raise_record_problem(counts.pop("firstProblem"), Store(feed_root).url)
+        raise_record_problem(counts.pop("firstProblem"), store.url)
         counts = {k: int(v or 0) for k, v in counts.items()}
         summary.recordsRead = counts["recordsRead"]
         summary.recordsClaimed = counts["recordsClaimed"]
@@ -210,11 +209,11 @@ def _feed_error_from(exc: Exception, store: Store) -> FeedCorruptError | None:
     return None
 
 
-def _chunk_url(file_path: str, store: Store) -> str:
-    """The feed URL of a chunk file Spark names by its local ``file:`` path."""
-    local = unquote(re.sub(r"^file:(//)?", "", file_path))
+def _chunk_url(file_uri: str, store: Store) -> str:
+    """The feed URL of a chunk file Spark names by its local ``file:`` URI."""
+    local = local_path(file_uri)
     root = os.path.abspath(store.path(""))
-    return store.url(os.path.relpath(local, root)) if local.startswith(root + os.sep) else file_path
+    return store.url(os.path.relpath(local, root)) if local.startswith(root + os.sep) else file_uri
 
 
 def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table: str,

@@ -29,10 +29,9 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.blob.decode import _non_null
+from lakefeed.blob.decode import fits_superset, non_null
 from lakefeed.blob.schema import (
     DATA_BOOL_FIELDS,
-    DATA_FIELDS,
     DATA_LONG_FIELDS,
     DATA_MAP_FIELDS,
     DATA_STRING_FIELDS,
@@ -55,68 +54,47 @@ _POSITION_BITS = (1 << 33) - 1  # monotonically_increasing_id = partition << 33 
 _EVENT_TIME = r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})?$"
 _PROBLEM = "_recordProblem"
 
-_SCALARS = {"string": "string", "long": "long", "int": "long", "boolean": "boolean"}
-
-
 def _is_string_map(avro_type: Any) -> bool:
-    avro_type = _non_null(avro_type)
-    return isinstance(avro_type, dict) and avro_type.get("type") == "map" and _non_null(avro_type.get("values")) == "string"
+    avro_type = non_null(avro_type)
+    return isinstance(avro_type, dict) and avro_type.get("type") == "map" and non_null(avro_type.get("values")) == "string"
 
 
 def _record_fields(avro_type: Any) -> list[dict] | None:
-    avro_type = _non_null(avro_type)
+    avro_type = non_null(avro_type)
     if isinstance(avro_type, dict) and avro_type.get("type") == "record":
         return avro_type.get("fields", [])
     return None
 
 
-def _field_names(fields: list[dict]) -> list[str]:
-    return [f["name"] for f in fields]
+def _is_record_of(avro_type: Any, names: list[str], is_field_type) -> bool:
+    fields = _record_fields(avro_type)
+    return fields is not None and [f["name"] for f in fields] == names and all(is_field_type(f["type"]) for f in fields)
 
 
-def _scalar(avro_type: Any) -> str | None:
-    avro_type = _non_null(avro_type)
-    if isinstance(avro_type, dict) and "logicalType" not in avro_type:
-        avro_type = avro_type.get("type")
-    return _SCALARS.get(avro_type) if isinstance(avro_type, str) else None
+def _has_logical_type(avro_type: Any) -> bool:
+    if isinstance(avro_type, dict):
+        return "logicalType" in avro_type or any(_has_logical_type(v) for v in avro_type.values())
+    if isinstance(avro_type, list):
+        return any(_has_logical_type(v) for v in avro_type)
+    return False
 
 
 def jvm_readable(writer_schema: Any) -> bool:
-    """Whether Spark's Avro reader decodes this writer schema into superset columns losslessly."""
-    top = _record_fields(writer_schema)
-    if top is None or not set(_field_names(top)) <= set(EVENT_STRING_FIELDS) | {"schemaVersion", "data"}:
+    """Whether Spark's Avro reader decodes this writer schema into superset columns losslessly:
+    the superset's fields only (:func:`fits_superset`), no logical types, and every nested map and
+    record of exactly the superset's shape (the Python decoder also takes looser shapes)."""
+    if not fits_superset(writer_schema) or _has_logical_type(writer_schema):
         return False
-    for field in top:
-        name, kind = field["name"], field["type"]
-        if name in EVENT_STRING_FIELDS and _scalar(kind) != "string":
-            return False
-        if name == "schemaVersion" and _scalar(kind) != "long":  # int or long
-            return False
-    data = next((_record_fields(f["type"]) for f in top if f["name"] == "data"), None)
-    if data is None:
-        return False
+    data = _record_fields(next(f["type"] for f in writer_schema["fields"] if f["name"] == "data"))
     for field in data:
-        name, kind = field["name"], field["type"]
-        if name in DATA_STRING_FIELDS:
-            ok = _scalar(kind) == "string"
-        elif name in DATA_LONG_FIELDS:
-            ok = _scalar(kind) == "long"
-        elif name in DATA_BOOL_FIELDS:
-            ok = _scalar(kind) == "boolean"
-        elif name in DATA_MAP_FIELDS:
-            ok = _is_string_map(kind)
-        elif name == "blobPropertiesUpdated":
-            values = _non_null(kind).get("values") if isinstance(_non_null(kind), dict) else None
-            change = _record_fields(values) if _non_null(kind).get("type") == "map" else None
-            ok = change is not None and _field_names(change) == ["current", "previous"] and all(
-                _scalar(f["type"]) == "string" for f in change)
-        elif name == "blobTagsUpdated":
-            sides = _record_fields(kind)
-            ok = sides is not None and _field_names(sides) == ["previous", "current"] and all(
-                _is_string_map(f["type"]) for f in sides)
-        else:
-            ok = False  # unknown: the Python decoder keeps it in data.extra
-        if not ok:
+        name, kind = field["name"], non_null(field["type"])
+        if name in DATA_MAP_FIELDS and not _is_string_map(kind):
+            return False
+        if name == "blobPropertiesUpdated" and not (
+                isinstance(kind, dict) and kind.get("type") == "map"
+                and _is_record_of(kind.get("values"), ["current", "previous"], lambda t: non_null(t) == "string")):
+            return False
+        if name == "blobTagsUpdated" and not _is_record_of(kind, ["previous", "current"], _is_string_map):
             return False
     return True
 
@@ -147,9 +125,9 @@ def reader_schema(writer_schema: dict) -> dict:
         return ["null", avro_type]
 
     def name_of(avro_type: Any, default: str) -> str:
-        avro_type = _non_null(avro_type)
+        avro_type = non_null(avro_type)
         while isinstance(avro_type, dict) and avro_type.get("type") == "map":
-            avro_type = _non_null(avro_type.get("values"))
+            avro_type = non_null(avro_type.get("values"))
         if isinstance(avro_type, dict) and avro_type.get("name"):
             name = avro_type["name"]
             namespace = avro_type.get("namespace")
@@ -191,9 +169,9 @@ def read_chunk_files(spark: SparkSession, files: list[tuple[str, str, str, Any, 
     """Records of ``files`` — (local path, chunk path, shard, segment start, writer schema) —
     as :data:`RECORD_SCHEMA` rows. Files sharing a writer schema are read in one scan."""
     groups: dict[str, list] = defaultdict(list)
-    for local_path, chunk_path, shard, segment_start, writer_schema in files:
+    for local, chunk_path, shard, segment_start, writer_schema in files:
         schema = json.dumps(reader_schema(writer_schema), sort_keys=True)
-        groups[schema].append((local_path, chunk_path, shard, segment_start))
+        groups[schema].append((local, chunk_path, shard, segment_start))
     frames = []
     for schema_json, members in groups.items():
         scan = spark.read.format(AVRO_FORMAT).option("avroSchema", schema_json).load([m[0] for m in members])
@@ -202,7 +180,7 @@ def read_chunk_files(spark: SparkSession, files: list[tuple[str, str, str, Any, 
         by_local = {os.path.normpath(m[0]): m for m in members}
         lineage = []
         for uri in scan.inputFiles():
-            _, chunk, shard, start = by_local[os.path.normpath(unquote(urlparse(uri).path))]
+            _, chunk, shard, start = by_local[local_path(uri)]
             for spelling in {uri, re.sub(r"^file:/+", "file:/", uri), re.sub(r"^file:/+", "file:///", uri)}:
                 lineage.append((spelling, chunk, shard, start))
         lineage_frame = spark.createDataFrame(
@@ -217,6 +195,11 @@ def read_chunk_files(spark: SparkSession, files: list[tuple[str, str, str, Any, 
     for frame in frames[1:]:
         records = records.unionByName(frame)
     return records
+
+
+def local_path(file_uri: str) -> str:
+    """``file:/a%20b+c`` or ``file:///a%20b+c`` → ``/a b+c``."""
+    return os.path.normpath(unquote(urlparse(file_uri).path))
 
 
 def _to_records(raw: DataFrame) -> DataFrame:
