@@ -107,6 +107,12 @@ def _truncate_chunk(root: Path) -> str:
     return str(chunk.relative_to(root))
 
 
+def _not_avro_chunk(root: Path) -> str:
+    chunk = sorted(p for p in (root / "log/00/2026/01/01/0110").glob("*.avro") if p.stat().st_size > 0)[0]
+    chunk.write_bytes(b"this is not an Avro container file")
+    return str(chunk.relative_to(root))
+
+
 def _malformed_manifest(root: Path) -> str:
     relative = segment_manifest_path(SPEC.start + HOUR)
     (root / relative).write_text('{"status": "Finalized", "chunkFilePaths": [')
@@ -132,7 +138,7 @@ def _unknown_schema_version(root: Path) -> str:
     return str(chunk.relative_to(root))
 
 
-@pytest.mark.parametrize("corrupt", [_truncate_chunk, _malformed_manifest, _manifest_outside_log,
+@pytest.mark.parametrize("corrupt", [_truncate_chunk, _not_avro_chunk, _malformed_manifest, _manifest_outside_log,
                                      _unknown_schema_version])
 def test_bad_input_fails_naming_the_file_and_writes_nothing(spark, feed, tmp_path, corrupt):
     root, truth = feed
