@@ -4,13 +4,25 @@
 Every hour: wait (deferred, no worker slot) until a window past the checkpoint
 is ready in the feed (`lastConsumable >= T + 1h`), plan the ready windows in
 batches, run one `spark_jobs/blob_changefeed_job.py` per batch
-(SparkSubmitOperator, pool `lakefeed_spark`), then advance the checkpoint
-Variable `lakefeed_blob_checkpoint` over the contiguous prefix of finished
-batches. The run summary lands in the `commit_checkpoint` XCom and log.
+(pool `lakefeed_spark`), then advance the checkpoint Variable
+`lakefeed_blob_checkpoint` over the contiguous prefix of finished batches.
+The run summary lands in the `commit_checkpoint` XCom and log.
 
-**Backfill:** trigger with `window_start` and `window_end` (ISO, on the
-feed's hourly grid) to re-process exactly that range. Idempotent; the
-checkpoint never moves backwards.
+**Backfill** re-processes a range idempotently and never creates nor moves the
+checkpoint (the next scheduled run still starts where the checkpoint, or the
+feed, starts):
+- *Single Run* with `window_start` and `window_end` (ISO, on the feed's
+  hourly grid, end exclusive) re-processes exactly that range;
+- Airflow's *Backfill* (UI, or `airflow backfill create`) makes one run per
+  hourly interval; each re-processes the grid window that starts in its data
+  interval.
+
+**Reset:** `reset_checkpoint` ingests from the feed's first window again and
+records the feed and targets anew: the way on when a run refuses a checkpoint
+made on another feed, or a target that was dropped, recreated or restored.
+
+A job that refuses its input (exit code 2: corrupt Avro, bad manifest) fails
+without retry; transient failures retry with backoff.
 
 **Configuration:** the `lakefeed_blob_config` Variable (JSON; keys in
 `include/lakefeed/config.py`), defaulting to the demo feed under `data/demo`.
@@ -18,49 +30,65 @@ checkpoint never moves backwards.
 
 from __future__ import annotations
 
-from airflow.sdk import Param, dag, task
+from airflow.sdk import dag, get_current_context, task
 
 from lakefeed.spark import delta_package
-from lakefeed_airflow.dag_defaults import DEFAULT_ARGS, SPARK_CONN_ID, SPARK_POOL, START_DATE, planned_or_skip
 from lakefeed_airflow.blob_tasks import JOB_SCRIPT
-from lakefeed_airflow.operators import FeedSparkSubmitOperator
-from lakefeed_airflow.watcher import fail_run_if_a_task_failed
+from lakefeed_airflow.dag_defaults import (
+    DAGRUN_TIMEOUT,
+    DEFAULT_ARGS,
+    SPARK_CONN_ID,
+    SPARK_POOL,
+    START_DATE,
+    planned_or_skip,
+    refusals_fail_the_task,
+)
+from lakefeed_airflow.forms import blob_grid_minute, blob_params
+from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
 from lakefeed_airflow.sensors import ChangeFeedReadySensor
-
-ISO_HINT = "ISO-8601 UTC on the feed's hourly grid, e.g. 2026-01-01T00:10:00Z"
-
+from lakefeed_airflow.settings import TEMPLATE_MACROS
+from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 
 @dag(
     dag_id="blob_changefeed_to_delta",
+    description="Azure Blob Storage change feed → Delta events and state tables, hourly, exactly once",
     schedule="@hourly",
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
+    dagrun_timeout=DAGRUN_TIMEOUT,
     tags=["lakefeed", "azure-blob", "changefeed", "delta"],
     default_args=DEFAULT_ARGS,
-    params={
-        "window_start": Param(None, type=["null", "string"], title="Backfill from (window start)",
-                              description=f"Leave empty for a normal run. {ISO_HINT}."),
-        "window_end": Param(None, type=["null", "string"], title="Backfill until (exclusive)",
-                            description=f"Leave empty for a normal run. {ISO_HINT}."),
-    },
+    params=blob_params(blob_grid_minute()),
+    user_defined_macros=TEMPLATE_MACROS,
     doc_md=__doc__,
 )
 def blob_changefeed_to_delta():
     wait_for_ready_window = ChangeFeedReadySensor(
         task_id="wait_for_ready_window",
-        backfill="{{ (params.window_start or '') ~ (params.window_end or '') }}",
+        feed_root="{{ lakefeed.blob.feed_root }}",
+        checkpoint_variable="{{ lakefeed.blob.checkpoint_variable }}",
+        wasb_conn_id="{{ lakefeed.blob.wasb_conn_id or '' }}",
+        start_from="{{ lakefeed.blob.start_from or '' }}",
+        poke_seconds="{{ lakefeed.blob.sensor_poke_seconds }}",
+        timeout_seconds="{{ lakefeed.blob.sensor_timeout_seconds }}",
+        skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.window_start or params.window_end "
+                    "else ('checkpoint reset' if params.reset_checkpoint else '') }}",
         deferrable=True,
         retries=0,
     )
 
-    @task
-    def plan_windows(params=None, run_id=None) -> dict:
+    @task(retries=1)
+    def plan_windows(params=None) -> dict:
         from lakefeed_airflow import blob_tasks
-        from lakefeed_airflow.settings import CheckpointStore, blob_config
+        from lakefeed_airflow.runs import RunContext
+        from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
 
-        config = blob_config()
-        return blob_tasks.plan(config, CheckpointStore(config.checkpoint_variable).load(), params or {}, run_id)
+        with refusals_fail_the_task():
+            config = blob_config()
+            store = blob_checkpoint_store(config)
+            return blob_tasks.plan(config, store.load(), params or {}, RunContext.from_airflow(get_current_context()),
+                                   store.where)
 
     @task
     def spark_arguments(planned: dict) -> list[list[str]]:
@@ -72,20 +100,23 @@ def blob_changefeed_to_delta():
     @task(trigger_rule="all_done", retries=0)
     def commit_checkpoint(ti=None, run_id=None) -> dict:
         from lakefeed_airflow import blob_tasks
-        from lakefeed_airflow.settings import CheckpointStore, blob_config
+        from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
 
         planned = planned_or_skip(ti, "plan_windows")
-        return blob_tasks.commit(CheckpointStore(blob_config().checkpoint_variable), planned, run_id)
+        with refusals_fail_the_task():
+            return blob_tasks.commit(blob_checkpoint_store(blob_config()), planned, run_id)
 
     planned = plan_windows()
-    ingest_windows = FeedSparkSubmitOperator.partial(
+    ingest_windows = LakefeedSparkSubmitOperator.partial(
         task_id="ingest_windows",
         application=JOB_SCRIPT,
         conn_id=SPARK_CONN_ID,
         pool=SPARK_POOL,
         packages=delta_package(),
         name="blob_changefeed_to_delta",
-        retries=1,
+        wasb_conn_id="{{ lakefeed.blob.wasb_conn_id or '' }}",
+        extra_conf="{{ (lakefeed.blob.spark_conf or {}) | tojson }}",
+        timeout_minutes="{{ lakefeed.blob.spark_job_timeout_minutes }}",
     ).expand(application_args=spark_arguments(planned))
     commit = commit_checkpoint()
     wait_for_ready_window >> planned

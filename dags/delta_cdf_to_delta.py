@@ -4,17 +4,26 @@
 Every hour: wait (deferred, no worker slot) until a configured source table
 has versions past its pipeline's checkpoint (read from `_delta_log`, no JVM),
 plan version ranges of `versions_per_job`, run one
-`spark_jobs/delta_cdf_job.py` per range (SparkSubmitOperator, pool
-`lakefeed_spark`), then advance each pipeline's checkpoint Variable
-`lakefeed_cdf_checkpoint__<name>` over the contiguous prefix of finished ranges.
-A pipeline's first run reads the change feed from version 0 when it was on
-from the start, and otherwise rebuilds the target from a snapshot.
+`spark_jobs/delta_cdf_job.py` per range (pool `lakefeed_spark`), then advance
+each pipeline's checkpoint Variable `lakefeed_cdf_checkpoint__<name>` over the
+contiguous prefix of finished ranges. A pipeline's first run reads the change
+feed from version 0 when it was on from the start, and otherwise rebuilds the
+target from a snapshot.
 
-**Backfill:** trigger with `pipeline`, `starting_version`, `ending_version`
-to re-apply exactly that range (idempotent, version-guarded; the checkpoint
-never moves backwards), or with `full_refresh` (and optionally
-`ending_version` as the snapshot version) to rebuild the target — the path
-when change data was vacuumed or CDF was enabled late.
+**Backfill** re-applies versions idempotently (version-guarded) and never
+creates nor moves a checkpoint:
+- *Single Run* with `pipeline`, `starting_version` and `ending_version`
+  re-applies exactly that range;
+- Airflow's *Backfill* (UI, or `airflow backfill create`) makes one run per
+  hourly interval; each re-applies, for every pipeline (or the `pipeline`
+  param's), the versions its source committed within the run's data interval
+  (commit timestamps, as `DESCRIBE HISTORY` shows them).
+
+**Full refresh** (`full_refresh`, optionally `ending_version` as the snapshot
+version) rebuilds the target from a snapshot and sets the checkpoint to exactly
+that version, even when it was ahead (the next run applies the versions after
+it again): the way on after change data was vacuumed, CDF was enabled late, or
+a run refused a source or target that was recreated behind the checkpoint.
 
 **Configuration:** the `lakefeed_cdf_config` Variable (JSON; keys in
 `include/lakefeed/config.py`), defaulting to the demo source `data/demo/cdf/source`.
@@ -22,53 +31,62 @@ when change data was vacuumed or CDF was enabled late.
 
 from __future__ import annotations
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Param, dag, task
+from airflow.sdk import dag, get_current_context, task
 
 from lakefeed.spark import delta_package
-from lakefeed_airflow.dag_defaults import DEFAULT_ARGS, SPARK_CONN_ID, SPARK_POOL, START_DATE, planned_or_skip
 from lakefeed_airflow.cdf_tasks import JOB_SCRIPT
-from lakefeed_airflow.watcher import fail_run_if_a_task_failed
+from lakefeed_airflow.dag_defaults import (
+    DAGRUN_TIMEOUT,
+    DEFAULT_ARGS,
+    SPARK_CONN_ID,
+    SPARK_POOL,
+    START_DATE,
+    planned_or_skip,
+    refusals_fail_the_task,
+)
+from lakefeed_airflow.forms import cdf_params, cdf_pipeline_names
+from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
 from lakefeed_airflow.sensors import DeltaVersionSensor
-
+from lakefeed_airflow.settings import TEMPLATE_MACROS
+from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 
 
 @dag(
     dag_id="delta_cdf_to_delta",
+    description="Delta change data feeds → Delta mirror tables with tombstones, hourly, exactly once",
     schedule="@hourly",
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
+    dagrun_timeout=DAGRUN_TIMEOUT,
     tags=["lakefeed", "delta", "cdf"],
     default_args=DEFAULT_ARGS,
-    params={
-        "pipeline": Param(None, type=["null", "string"], title="Pipeline (backfill)",
-                          description="Name of the configured pipeline to backfill; empty for a normal run."),
-        "starting_version": Param(None, type=["null", "integer"], minimum=0, title="Starting version (inclusive)"),
-        "ending_version": Param(None, type=["null", "integer"], minimum=0, title="Ending version (inclusive)"),
-        "full_refresh": Param(False, type="boolean", title="Full refresh",
-                              description="Rebuild the target from a source snapshot (at ending_version, "
-                                          "default latest) and set the checkpoint there."),
-    },
+    params=cdf_params(cdf_pipeline_names()),
+    user_defined_macros=TEMPLATE_MACROS,
     doc_md=__doc__,
 )
 def delta_cdf_to_delta():
     wait_for_new_versions = DeltaVersionSensor(
         task_id="wait_for_new_versions",
-        backfill="{{ 'backfill' if (params.full_refresh or params.starting_version is not none "
-                 "or params.ending_version is not none) else '' }}",
+        sources="{{ lakefeed.cdf_sources(params.pipeline) }}",
+        poke_seconds="{{ lakefeed.cdf.sensor_poke_seconds }}",
+        timeout_seconds="{{ lakefeed.cdf.sensor_timeout_seconds }}",
+        skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.starting_version is not none "
+                    "or params.ending_version is not none else ('full refresh' if params.full_refresh else '') }}",
         deferrable=True,
         retries=0,
     )
 
-    @task
-    def plan_ranges(params=None, run_id=None) -> dict:
+    @task(retries=1)
+    def plan_ranges(params=None) -> dict:
         from lakefeed_airflow import cdf_tasks
+        from lakefeed_airflow.runs import RunContext
         from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
 
-        config = cdf_config()
-        applied = {p.name: cdf_checkpoint_store(p).load().applied_version for p in config.pipelines}
-        return cdf_tasks.plan(config, applied, params or {}, run_id)
+        with refusals_fail_the_task():
+            config = cdf_config()
+            checkpoints = {p.name: cdf_checkpoint_store(p, config).load() for p in config.pipelines}
+            return cdf_tasks.plan(config, checkpoints, params or {}, RunContext.from_airflow(get_current_context()))
 
     @task
     def spark_arguments(planned: dict) -> list[list[str]]:
@@ -83,19 +101,21 @@ def delta_cdf_to_delta():
         from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
 
         planned = planned_or_skip(ti, "plan_ranges")
-        config = cdf_config()
-        stores = {p.name: cdf_checkpoint_store(p) for p in config.pipelines}
-        return cdf_tasks.commit(config, stores, planned, run_id)
+        with refusals_fail_the_task():
+            config = cdf_config()
+            stores = {p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}
+            return cdf_tasks.commit(config, stores, planned, run_id)
 
     planned = plan_ranges()
-    apply_ranges = SparkSubmitOperator.partial(
+    apply_ranges = LakefeedSparkSubmitOperator.partial(
         task_id="apply_ranges",
         application=JOB_SCRIPT,
         conn_id=SPARK_CONN_ID,
         pool=SPARK_POOL,
         packages=delta_package(),
         name="delta_cdf_to_delta",
-        retries=1,
+        extra_conf="{{ (lakefeed.cdf.spark_conf or {}) | tojson }}",
+        timeout_minutes="{{ lakefeed.cdf.spark_job_timeout_minutes }}",
     ).expand(application_args=spark_arguments(planned))
     commit = commit_checkpoints()
     wait_for_new_versions >> planned

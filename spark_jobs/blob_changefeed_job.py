@@ -9,7 +9,8 @@ Processes every hourly grid window in [window-start, window-end). A window T
 that is not ready (lastConsumable < T + 1h) is refused: exit code 2, nothing
 written. Bad input (corrupt Avro, malformed manifest, unknown schemaVersion)
 also exits 2 with a message naming the file; other failures exit 1.
---summary-json writes the run summary (counts, table versions) to a file.
+--summary-json writes the run summary (counts, table versions) to a file
+(on exit 2, the reason to FILE's stem + ".refused.json").
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
 
 from lakefeed.blob.timegrid import parse_time
 from lakefeed.config import DECODERS
-from lakefeed.errors import FeedError
-from lakefeed.jobs import write_summary
+from lakefeed.jobs import run_spark_job
 
 log = logging.getLogger("blob_changefeed_job")
 
@@ -56,29 +56,20 @@ def _time(text: str):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from lakefeed.blob.job import format_summary, plan, run
-    from lakefeed.spark import get_session, ship_library
 
-    try:
-        run_plan = plan(args.feed_root, args.window_start, args.window_end)
-    except FeedError as exc:
-        log.error("%s: %s", type(exc).__name__, exc)
-        return 2
-    spark = get_session("blob_changefeed_to_delta")
-    spark.sparkContext.setLogLevel("WARN")
-    ship_library(spark)
-    try:
+    def prepare():
+        from lakefeed.blob.job import plan
+
+        return plan(args.feed_root, args.window_start, args.window_end)
+
+    def work(spark, run_plan):
+        from lakefeed.blob.job import format_summary, run
+
         summary = run(spark, run_plan, args.feed_root, args.events_table, args.state_table, decoder=args.decoder)
-    except FeedError as exc:
-        log.error("%s: %s", type(exc).__name__, exc)
-        return 2
-    finally:
-        spark.stop()
-    log.info("summary\n%s", format_summary(summary))
-    write_summary(summary.to_dict(), args.summary_json)
-    return 0
+        log.info("summary\n%s", format_summary(summary))
+        return summary
+
+    return run_spark_job("blob_changefeed_to_delta", args.summary_json, prepare, work)
 
 
 if __name__ == "__main__":

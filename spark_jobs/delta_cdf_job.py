@@ -13,14 +13,13 @@ change data is gone: VACUUM, log cleanup, CDF enabled late):
         --source-table … --target-table … --keys id
 
 Exit codes: 0 done; 2 refused (range not readable as change data, bad
-arguments), nothing written; 1 anything else. --summary-json writes the summary.
+arguments), nothing written; 1 anything else. --summary-json writes the summary
+(on exit 2, the reason to FILE's stem + ".refused.json").
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import sys
 from pathlib import Path
 
@@ -29,10 +28,7 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
 
-from lakefeed.errors import FeedError
-from lakefeed.jobs import write_summary
-
-log = logging.getLogger("delta_cdf_job")
+from lakefeed.jobs import run_spark_job
 
 
 def _names(text: str) -> list[str]:
@@ -61,29 +57,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from lakefeed.cdf.job import full_refresh, run
-    from lakefeed.spark import get_session, ship_library
 
-    spark = get_session("delta_cdf_to_delta")
-    spark.sparkContext.setLogLevel("WARN")
-    ship_library(spark)
-    try:
+    def work(spark, _):
+        from lakefeed.cdf.job import full_refresh, run
+
         if args.full_refresh:
-            summary = full_refresh(spark, args.source_table, args.target_table, args.keys, args.version,
-                                   args.columns)
-        else:
-            summary = run(spark, args.source_table, args.target_table, args.keys, args.starting_version,
-                          args.ending_version, args.columns)
-    except FeedError as exc:
-        log.error("%s: %s", type(exc).__name__, exc)
-        return 2
-    finally:
-        spark.stop()
-    log.info("summary %s", json.dumps(summary.to_dict()))
-    write_summary(summary.to_dict(), args.summary_json)
-    return 0
+            return full_refresh(spark, args.source_table, args.target_table, args.keys, args.version, args.columns)
+        return run(spark, args.source_table, args.target_table, args.keys, args.starting_version,
+                   args.ending_version, args.columns)
+
+    return run_spark_job("delta_cdf_to_delta", args.summary_json, lambda: None, work)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,17 @@
 """Versioned checkpoint documents, validated on read (Airflow stores one Variable per pipeline).
 
->>> cp = BlobCheckpoint(watermark=parse_time("2026-01-01T02:10Z"))
+A checkpoint says how far a pipeline got *and what it got there on*: the feed
+(storage identity) or the source table (``metaData.id``) it read, and each
+Delta target (table id, version) it wrote. Like the Azure SDK's continuation
+token, which records its account and refuses another, a checkpoint refuses a
+feed, source or target it does not belong to (:func:`verify_feed`,
+:func:`verify_table`). ``generation`` counts writes: the store's
+compare-and-set compares it.
+
+Version 2 documents are written; version 1 documents (no identity) are still
+read, and the next write records identity.
+
+>>> cp = BlobCheckpoint(watermark=parse_time("2026-01-01T02:10Z"), feed="file:///feed")
 >>> BlobCheckpoint.from_json(cp.to_json(), "v") == cp
 True
 """
@@ -8,54 +19,124 @@ True
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from lakefeed.blob.timegrid import format_time, parse_time
+from lakefeed.deltalog import TableState
+from lakefeed.errors import CheckpointError, CheckpointMismatchError
 from lakefeed.jsonio import json_object
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+__all__ = ["BlobCheckpoint", "CdfCheckpoint", "CheckpointError", "CheckpointMismatchError", "TableMark",
+           "verify_feed", "verify_table"]
 
 
-class CheckpointError(ValueError):
-    """A stored checkpoint that cannot be trusted; the message names where it lives."""
+@dataclass(frozen=True)
+class TableMark:
+    """A Delta target as a checkpoint last saw it after work was applied: which table, at which version."""
+
+    table_id: str
+    version: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tableId": self.table_id, "version": self.version}
+
+    @classmethod
+    def from_dict(cls, value: Any, where: str) -> "TableMark":
+        if (not isinstance(value, dict) or not isinstance(value.get("tableId"), str)
+                or not _is_count(value.get("version"))):
+            raise CheckpointError(f"checkpoint {where}: a target must be {{\"tableId\": str, \"version\": int}}, "
+                                  f"got {value!r}")
+        return cls(value["tableId"], value["version"])
+
+    @classmethod
+    def of(cls, state: TableState | None) -> "TableMark | None":
+        return None if state is None else cls(state.table_id, state.latest_version)
+
+
+def _targets_from(document: dict[str, Any], where: str) -> dict[str, TableMark]:
+    raw = document.get("targets") or {}
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"checkpoint {where}: targets must be an object")
+    return {str(location): TableMark.from_dict(mark, f"{where} targets[{location!r}]") for location, mark in raw.items()}
 
 
 def _document(text: str | None, where: str, pipeline: str) -> dict[str, Any] | None:
     document = json_object(text, f"checkpoint {where}", CheckpointError)
     if document is None:
         return None
-    if document.get("version") != CHECKPOINT_VERSION:
+    if document.get("version") not in READABLE_VERSIONS:
         raise CheckpointError(
-            f"checkpoint {where} has version {document.get('version')!r}; this code reads version "
-            f"{CHECKPOINT_VERSION}"
+            f"checkpoint {where} has version {document.get('version')!r}; this code reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
         )
     if document.get("pipeline") != pipeline:
         raise CheckpointError(f"checkpoint {where} belongs to pipeline {document.get('pipeline')!r}, not {pipeline}")
+    generation = document.get("generation", 0)
+    if not _is_count(generation):
+        raise CheckpointError(f"checkpoint {where}: generation must be a count, got {generation!r}")
     return document
 
 
-def _dump(pipeline: str, fields: dict[str, Any]) -> str:
-    return json.dumps({"version": CHECKPOINT_VERSION, "pipeline": pipeline, **fields}, sort_keys=True)
+def _dump(pipeline: str, fields_: dict[str, Any]) -> str:
+    return json.dumps({"version": CHECKPOINT_VERSION, "pipeline": pipeline, **fields_}, sort_keys=True)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _string_or_none(document: dict, name: str, where: str) -> str | None:
+    value = document.get(name)
+    if value is not None and not isinstance(value, str):
+        raise CheckpointError(f"checkpoint {where}: {name} must be a string, got {value!r}")
+    return value
+
+
+class _Moves:
+    """Checkpoints change only through :meth:`moved`, which counts the generation."""
+
+    generation: int
+    updated_by: str | None
+
+    def moved(self, **changes: Any):
+        """This checkpoint with ``changes`` and the next generation (itself when nothing differs)."""
+        updated_by = changes.pop("updated_by", self.updated_by)
+        candidate = replace(self, **changes)
+        if candidate == self:
+            return self
+        return replace(candidate, generation=self.generation + 1, updated_by=updated_by)
 
 
 @dataclass(frozen=True)
-class BlobCheckpoint:
-    """Every window before ``watermark`` has been merged into the targets.
+class BlobCheckpoint(_Moves):
+    """Every window before ``watermark`` of the feed ``feed`` has been merged into ``targets``.
 
     ``last_consumable`` is the feed's lastConsumable last seen; it must never
-    move backwards.
+    move backwards. ``grid_minute`` is the minute past the hour the feed's
+    windows start at (shown in the backfill form).
     """
 
     watermark: datetime | None = None
     last_consumable: datetime | None = None
+    feed: str | None = None
+    grid_minute: int | None = None
+    targets: dict[str, TableMark] = field(default_factory=dict)
+    generation: int = 0
     updated_by: str | None = None
 
     def to_json(self) -> str:
         return _dump("blob_changefeed", {
             "watermark": format_time(self.watermark) if self.watermark else None,
             "lastConsumable": format_time(self.last_consumable) if self.last_consumable else None,
+            "feed": self.feed,
+            "gridMinute": self.grid_minute,
+            "targets": {location: mark.to_dict() for location, mark in sorted(self.targets.items())},
+            "generation": self.generation,
             "updatedBy": self.updated_by,
         })
 
@@ -64,31 +145,41 @@ class BlobCheckpoint:
         document = _document(text, where, "blob_changefeed")
         if document is None:
             return cls()
+        grid_minute = document.get("gridMinute")
+        if grid_minute is not None and not (_is_count(grid_minute) and grid_minute < 60):
+            raise CheckpointError(f"checkpoint {where}: gridMinute must be 0..59, got {grid_minute!r}")
         return cls(
             watermark=_time_or_none(document.get("watermark"), where, "watermark"),
             last_consumable=_time_or_none(document.get("lastConsumable"), where, "lastConsumable"),
+            feed=_string_or_none(document, "feed", where),
+            grid_minute=grid_minute,
+            targets=_targets_from(document, where),
+            generation=document.get("generation", 0),
             updated_by=document.get("updatedBy"),
         )
 
-    def advanced(self, watermark: datetime | None, last_consumable: datetime | None,
-                 updated_by: str) -> "BlobCheckpoint":
-        """This checkpoint moved forward (never backwards) to ``watermark``."""
-        new_watermark = max(filter(None, (self.watermark, watermark)), default=None)
-        new_last = max(filter(None, (self.last_consumable, last_consumable)), default=None)
-        if (new_watermark, new_last) == (self.watermark, self.last_consumable):
-            return self
-        return replace(self, watermark=new_watermark, last_consumable=new_last, updated_by=updated_by)
-
 
 @dataclass(frozen=True)
-class CdfCheckpoint:
-    """Every source version up to ``applied_version`` is in the target (None: nothing yet)."""
+class CdfCheckpoint(_Moves):
+    """Every version up to ``applied_version`` of the source table ``source_id`` is in ``targets``
+    (``applied_version`` None: nothing yet)."""
 
     applied_version: int | None = None
+    source: str | None = None
+    source_id: str | None = None
+    targets: dict[str, TableMark] = field(default_factory=dict)
+    generation: int = 0
     updated_by: str | None = None
 
     def to_json(self) -> str:
-        return _dump("delta_cdf", {"appliedVersion": self.applied_version, "updatedBy": self.updated_by})
+        return _dump("delta_cdf", {
+            "appliedVersion": self.applied_version,
+            "source": self.source,
+            "sourceTableId": self.source_id,
+            "targets": {location: mark.to_dict() for location, mark in sorted(self.targets.items())},
+            "generation": self.generation,
+            "updatedBy": self.updated_by,
+        })
 
     @classmethod
     def from_json(cls, text: str | None, where: str) -> "CdfCheckpoint":
@@ -96,14 +187,60 @@ class CdfCheckpoint:
         if document is None:
             return cls()
         applied = document.get("appliedVersion")
-        if applied is not None and (isinstance(applied, bool) or not isinstance(applied, int) or applied < 0):
+        if applied is not None and not _is_count(applied):
             raise CheckpointError(f"checkpoint {where}: appliedVersion must be a version number, got {applied!r}")
-        return cls(applied_version=applied, updated_by=document.get("updatedBy"))
+        return cls(
+            applied_version=applied,
+            source=_string_or_none(document, "source", where),
+            source_id=_string_or_none(document, "sourceTableId", where),
+            targets=_targets_from(document, where),
+            generation=document.get("generation", 0),
+            updated_by=document.get("updatedBy"),
+        )
 
-    def advanced(self, applied_version: int | None, updated_by: str) -> "CdfCheckpoint":
-        if applied_version is None or (self.applied_version is not None and applied_version <= self.applied_version):
-            return self
-        return replace(self, applied_version=applied_version, updated_by=updated_by)
+
+def verify_feed(recorded: str | None, current: str, variable: str, remedy: str) -> None:
+    """Refuse to go on from a checkpoint made on another feed."""
+    if recorded is not None and recorded != current:
+        raise CheckpointMismatchError(
+            f"checkpoint {variable} belongs to the feed {recorded}, but this pipeline now reads {current}: "
+            f"its watermark says nothing about this feed. Point the configuration back at {recorded}, or {remedy}."
+        )
+
+
+def verify_table(role: str, location: str, recorded_id: str | None, mark: TableMark | None,
+                 state: TableState | None, variable: str, remedy: str) -> None:
+    """Refuse to go on when the table behind a checkpoint is not the one it was made on.
+
+    ``recorded_id`` is the table id the checkpoint recorded for a source (None: not recorded);
+    ``mark`` what it recorded for a target. A target that is gone, recreated (another id),
+    replaced by an older copy (a lower version) or RESTOREd to a version before the mark no
+    longer holds what the checkpoint says: going on would leave a hole.
+    """
+    expected = mark.table_id if mark is not None else recorded_id
+    if expected is None:
+        return
+    prefix = f"checkpoint {variable} says the {role} table {location}"
+    if state is None:
+        raise CheckpointMismatchError(f"{prefix} holds its work, but there is no Delta table there any more "
+                                      f"(dropped or moved). To rebuild it, {remedy}.")
+    if state.table_id != expected:
+        raise CheckpointMismatchError(
+            f"{prefix} is table {expected}, but the table there now is {state.table_id}: it was dropped and "
+            f"recreated, so the checkpoint no longer describes it. To start over on the new table, {remedy}.")
+    if mark is None:
+        return
+    if state.latest_version < mark.version:
+        raise CheckpointMismatchError(
+            f"{prefix} was at version {mark.version}, but it is now at version {state.latest_version}: an older "
+            f"copy replaced it, so work the checkpoint counts is missing. To rebuild it, {remedy}.")
+    behind = [(version, to) for version, to in state.restores if to is None or to < mark.version]
+    if behind:
+        version, to = behind[0]
+        restored = f"version {to}" if to is not None else "an earlier timestamp"
+        raise CheckpointMismatchError(
+            f"{prefix} was at version {mark.version}, but version {version} RESTOREd it to {restored}: work the "
+            f"checkpoint counts was undone. To rebuild it, {remedy}.")
 
 
 def _time_or_none(value, where: str, name: str) -> datetime | None:

@@ -8,18 +8,15 @@ imports Airflow. Unknown keys and wrong types are errors that name the key.
 from __future__ import annotations
 
 import os
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from lakefeed.errors import ConfigError
 from lakefeed.jsonio import json_object
 
 PROJECT_ROOT = Path(os.environ.get("LAKEFEED_HOME", Path(__file__).resolve().parents[2]))
 DATA_DIR = Path(os.environ.get("LAKEFEED_DATA", PROJECT_ROOT / "data" / "demo"))
-
-
-class ConfigError(ValueError):
-    pass
 
 
 # How the blob job decodes chunk files (its --decoder): see lakefeed.blob.job.plan_decode.
@@ -41,7 +38,8 @@ class BlobPipelineConfig:
     sensor_poke_seconds: float = 60.0
     sensor_timeout_seconds: float = 3000.0         # then the run is skipped: nothing new this hour
     start_from: str | None = None                  # ISO time: ignore windows before it on first run
-    spark_conf: dict | None = None                 # extra --conf for spark-submit
+    spark_conf: dict | None = None                 # extra --conf settings for spark-submit
+    spark_job_timeout_minutes: float = 180.0       # a spark-submit running longer is killed (then retried)
     decoder: str = "auto"                          # the job's --decoder: auto | python
 
     @classmethod
@@ -49,6 +47,7 @@ class BlobPipelineConfig:
         config = from_mapping(cls, overrides, where)
         if config.max_windows_per_run < 1 or config.windows_per_batch < 1:
             raise ConfigError(f"{where}: max_windows_per_run and windows_per_batch must be at least 1")
+        _check_spark_settings(config.spark_conf, config.spark_job_timeout_minutes, where)
         if config.decoder not in DECODERS:
             raise ConfigError(f"{where}: decoder must be 'auto' or 'python', not {config.decoder!r}")
         return config
@@ -83,6 +82,8 @@ class CdfConfig:
     run_dir: str = str(DATA_DIR / "cdf_runs")
     sensor_poke_seconds: float = 60.0
     sensor_timeout_seconds: float = 3000.0
+    spark_conf: dict | None = None          # extra --conf settings for spark-submit
+    spark_job_timeout_minutes: float = 180.0  # a spark-submit running longer is killed (then retried)
 
     def __post_init__(self):
         if self.pipelines is None:
@@ -96,6 +97,7 @@ class CdfConfig:
         pipelines = document.pop("pipelines", None)
         config = from_mapping(cls, document, where)
         if pipelines is None:
+            _check_spark_settings(config.spark_conf, config.spark_job_timeout_minutes, where)
             return config
         if not isinstance(pipelines, list) or not pipelines:
             raise ConfigError(f"{where}: pipelines must be a non-empty list")
@@ -112,14 +114,22 @@ class CdfConfig:
         names = [p.name for p in parsed]
         if len(set(names)) != len(names):
             raise ConfigError(f"{where}: pipeline names must be unique ({', '.join(names)})")
-        return CdfConfig(pipelines=parsed, run_dir=config.run_dir, sensor_poke_seconds=config.sensor_poke_seconds,
-                         sensor_timeout_seconds=config.sensor_timeout_seconds)
+        _check_spark_settings(config.spark_conf, config.spark_job_timeout_minutes, where)
+        return replace(config, pipelines=parsed)
 
     def pipeline(self, name: str) -> CdfPipeline:
         for pipeline in self.pipelines:
             if pipeline.name == name:
                 return pipeline
         raise ConfigError(f"no CDF pipeline named {name!r} (configured: {', '.join(p.name for p in self.pipelines)})")
+
+
+def _check_spark_settings(spark_conf: dict | None, timeout_minutes: float, where: str) -> None:
+    if spark_conf is not None and not all(isinstance(k, str) and isinstance(v, (str, int, float, bool))
+                                          for k, v in spark_conf.items()):
+        raise ConfigError(f"{where}: spark_conf must map Spark setting names to values, got {spark_conf!r}")
+    if timeout_minutes <= 0:
+        raise ConfigError(f"{where}: spark_job_timeout_minutes must be positive, got {timeout_minutes!r}")
 
 
 def _json_object(text: str | None, where: str) -> dict | None:

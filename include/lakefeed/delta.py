@@ -1,13 +1,22 @@
-"""Delta Lake helpers shared by every pipeline: tables, tagged commits, commit metrics."""
+"""Delta Lake helpers shared by every pipeline: tables, tagged commits retried on conflict, commit metrics."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import random
+import time
+import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
+
+
+log = logging.getLogger(__name__)
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+COMMIT_TOKEN = "commitToken"
+CONFLICT_ATTEMPTS = 8
 
 
 def table_location(path: str) -> str:
@@ -42,26 +51,68 @@ def commit_metadata(spark, metadata: dict) -> Iterator[None]:
         spark.conf.unset(USER_METADATA_CONF)
 
 
-def table_version(spark, path: str) -> int:
+def conflict_errors() -> tuple[type[BaseException], ...]:
+    """Delta's optimistic-concurrency conflicts: another writer committed first."""
+    from delta import exceptions as delta_exceptions  # importing it converts JVM conflicts to these classes
+
+    return tuple(getattr(delta_exceptions, name) for name in (
+        "ConcurrentWriteException", "MetadataChangedException", "ProtocolChangedException",
+        "ConcurrentAppendException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
+        "ConcurrentTransactionException", "DeltaConcurrentModificationException",
+    ) if hasattr(delta_exceptions, name))
+
+
+def tagged_write(spark, path: str, metadata: dict, write: Callable[[], None], *,
+                 attempts: int = CONFLICT_ATTEMPTS, first_delay: float = 0.5, max_delay: float = 15.0) -> dict | None:
+    """Run ``write`` (one Delta commit to ``path``) tagged with ``metadata``; retry it when a concurrent
+    writer wins the commit; return that commit (:func:`find_commit`), or None when it committed nothing.
+
+    Only for idempotent writes (insert-if-absent or guarded MERGEs, overwrites): a retry re-reads the
+    table and re-applies the whole write, which changes nothing that the other writer already did.
+    """
+    token = uuid.uuid4().hex
+    before = table_version(spark, path)
+    errors = conflict_errors()
+    for attempt in range(1, attempts + 1):
+        try:
+            with commit_metadata(spark, {**metadata, COMMIT_TOKEN: token}):
+                write()
+            break
+        except errors as exc:
+            if attempt == attempts:
+                raise
+            delay = min(max_delay, first_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            log.warning("%s: a concurrent writer committed first (%s); retrying in %.1fs (attempt %d of %d)",
+                        path, type(exc).__name__, delay, attempt, attempts)
+            time.sleep(delay)
+    return find_commit(spark, path, -1 if before is None else before, token)
+
+
+def find_commit(spark, path: str, after_version: int, token: str, depth: int = 100) -> dict | None:
+    """Version, operation, metrics and userMetadata of the commit after ``after_version`` tagged with
+    ``token`` (other writers may have committed around it), among the table's last ``depth`` commits."""
     from delta.tables import DeltaTable
 
+    from pyspark.sql import functions as F
+
+    rows = (DeltaTable.forPath(spark, path).history(depth).where(F.col("version") > after_version)
+            .select("version", "operation", "operationMetrics", "userMetadata").collect())
+    for row in rows:
+        metadata = json.loads(row["userMetadata"]) if row["userMetadata"] else None
+        if metadata and metadata.get(COMMIT_TOKEN) == token:
+            return {
+                "version": row["version"],
+                "operation": row["operation"],
+                "metrics": {k: int(v) for k, v in (row["operationMetrics"] or {}).items() if v.isdigit()},
+                "userMetadata": metadata,
+            }
+    return None
+
+
+def table_version(spark, path: str) -> int | None:
+    """The table's latest version, or None when there is no Delta table at ``path``."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        return None
     return DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
-
-
-def commit_since(spark, path: str, version_before: int) -> dict | None:
-    """The commit a write just made, or None when Delta committed nothing (a no-op MERGE)."""
-    commit = last_commit(spark, path)
-    return commit if commit["version"] > version_before else None
-
-
-def last_commit(spark, path: str) -> dict:
-    """Version, operation, metrics and userMetadata of the table's newest commit."""
-    from delta.tables import DeltaTable
-
-    row = DeltaTable.forPath(spark, path).history(1).collect()[0]
-    return {
-        "version": row["version"],
-        "operation": row["operation"],
-        "metrics": {k: int(v) for k, v in (row["operationMetrics"] or {}).items() if v.isdigit()},
-        "userMetadata": json.loads(row["userMetadata"]) if row["userMetadata"] else None,
-    }

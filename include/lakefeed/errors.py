@@ -1,8 +1,19 @@
-"""Errors that stop a run before anything is written to a target."""
+"""Every refusal lakefeed raises, in one place.
+
+A :class:`Refusal` is an error that a retry cannot fix: bad input, a range
+that cannot be read, configuration or a checkpoint that does not fit. Jobs
+exit with code 2 on one (nothing written), and Airflow tasks fail on one
+without retrying. Anything else (a network timeout, a killed executor) is
+transient: exit code 1, retried.
+"""
 
 
-class FeedError(Exception):
-    """Base class: the input feed cannot be ingested as it is."""
+class Refusal(Exception):
+    """Base class: this run cannot proceed as asked; the message says why and what to do."""
+
+
+class FeedError(Refusal):
+    """The input feed cannot be ingested as it is."""
 
 
 class FeedCorruptError(FeedError):
@@ -15,3 +26,24 @@ class WindowNotReadyError(FeedError):
 
 class FeedConfigError(FeedError):
     """Arguments or configuration that cannot describe a valid run."""
+
+
+class ChangeDataError(FeedError):
+    """A version range whose change data cannot be read as asked; the message says what to do."""
+
+
+class ConfigError(Refusal, ValueError):
+    """Pipeline configuration with an unknown key or a value of the wrong type."""
+
+
+class CheckpointError(Refusal, ValueError):
+    """A stored checkpoint that cannot be trusted; the message names where it lives."""
+
+
+class CheckpointMismatchError(CheckpointError):
+    """The checkpoint belongs to another feed or table than the one configured, or a target
+    was dropped, recreated or restored behind it; the message names it and how to reset."""
+
+
+class CheckpointConflictError(CheckpointError):
+    """The checkpoint changed under a writer more times than it retries."""

@@ -8,6 +8,7 @@ task can open a chunk file by its relative path on any worker.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -34,6 +35,12 @@ class StoreBase:
     def url(self, relative: str) -> str:
         """Human- and executor-usable address of ``relative``: names files in errors."""
         return f"{self.root}/{relative}" if relative else self.root
+
+    @property
+    def identity(self) -> str:
+        """Which storage this is, secret-free: a checkpoint records it and refuses another.
+        ``file:///abs/path`` for a local folder, ``azure://<account>/<container>/<prefix>`` for Azure."""
+        raise NotImplementedError
 
     def read_bytes(self, relative: str) -> bytes:
         raise NotImplementedError
@@ -77,6 +84,16 @@ class Store(StoreBase):
     def is_local(self) -> bool:
         """Whether the files are on this machine's filesystem (Spark's own readers can open them)."""
         return isinstance(self._fs, LocalFileSystem)
+
+    @property
+    def identity(self) -> str:
+        if self.is_local:
+            return "file://" + os.path.abspath(self._root_path)
+        account = getattr(self._fs, "account_name", None)
+        if account:
+            return f"azure://{account}/{self._root_path.strip('/')}"
+        protocol = self._fs.protocol if isinstance(self._fs.protocol, str) else self._fs.protocol[0]
+        return f"{protocol}://{self._root_path.strip('/')}"
 
     def exists(self, relative: str) -> bool:
         return self._fs.exists(self.path(relative))

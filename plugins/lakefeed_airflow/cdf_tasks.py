@@ -1,4 +1,21 @@
-"""The work behind the Delta CDF DAG's tasks: plan version ranges, spark-submit arguments, checkpoint commit."""
+"""The work behind the Delta CDF DAG's tasks: plan version ranges, spark-submit arguments, checkpoint commit.
+
+Per pipeline, what a run plans depends on its kind (:mod:`lakefeed.progress`):
+
+- scheduled (and manual runs without params): the versions after the
+  checkpoint; on a first run, the change feed from version 0 when it was on
+  from the start, else a full refresh at the latest version;
+- a backfill: exactly ``starting_version``..``ending_version`` of the
+  ``pipeline`` param, or, for a run of Airflow's Backfill, the versions each
+  source committed within the run's data interval; never moves a checkpoint;
+- a reset (``full_refresh``): the target rebuilt from a snapshot at
+  ``ending_version`` (default: the latest); the checkpoint is set to exactly
+  that version (even when it was ahead: the next run applies the versions
+  after it again) and records the source and target anew.
+
+Positions (:func:`lakefeed.progress.position_after`) are "the next version to
+apply": ``appliedVersion + 1``.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +23,25 @@ import json
 import logging
 from typing import Any
 
-from lakefeed.cdf.log import DeltaLog, cdf_enabled
-from lakefeed.cdf.schedule import VersionRange, advance_applied, pending_ranges, split_range
+from lakefeed.cdf.log import cdf_enabled
+from lakefeed.cdf.schedule import pending_ranges, split_range
+from lakefeed.checkpoint import CdfCheckpoint, verify_table
+from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline
-from lakefeed.errors import FeedConfigError
+from lakefeed.deltalog import DeltaLog
+from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError
+from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.storage import Store
-from lakefeed_airflow.runs import fail_if_any_failed, finished_summaries, fresh_run_folder, summary_path
+from lakefeed.targets import current_marks, verify_targets
+from lakefeed_airflow.runs import (
+    RunContext,
+    fail_if_any_failed,
+    finished_summaries,
+    plan_folder,
+    refusals,
+    run_kind,
+    summary_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -20,57 +50,126 @@ CHANGES, FULL_REFRESH = "changes", "full-refresh"
 SUMMED = ("rowsRead", "keysChanged", "inserted", "updated", "deleted", "unchanged")
 
 
-def _first_run(pipeline: CdfPipeline, log_: DeltaLog, latest: int) -> list[dict[str, Any]]:
-    """With no checkpoint: the change feed from version 0 when it was on from the start, else a snapshot."""
-    versions = log_.commit_versions()
-    if versions and versions[0] == 0 and cdf_enabled(log_.table_state(0)[0]):
-        return [{"mode": CHANGES, **r.to_dict()}
-                for r in pending_ranges(None, latest, pipeline.versions_per_job, pipeline.max_versions_per_run)]
-    return [{"mode": FULL_REFRESH, "version": latest}]
+def refresh_remedy(pipeline: str) -> str:
+    return (f"trigger delta_cdf_to_delta with pipeline={pipeline} and full_refresh=true: it rebuilds the target "
+            f"from a snapshot of the source and restarts the checkpoint at that version")
 
 
-def plan(config: CdfConfig, applied: dict[str, int | None], params: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """Jobs for this run: per pipeline, ranges after its checkpoint (or exactly the backfill params)."""
+def _version_param(params: dict[str, Any], name: str) -> int | None:
+    value = params.get(name)
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"param {name} must be a version number (0 or more), got {value!r}")
+    return value
+
+
+def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[str, Any],
+         run: RunContext) -> dict[str, Any]:
+    """Jobs for this run, per pipeline; refuses (a :class:`~lakefeed.errors.Refusal`) a request that cannot
+    be served, or a checkpoint whose source or target is not the table it was made on."""
+    start, end = _version_param(params, "starting_version"), _version_param(params, "ending_version")
+    full_refresh = bool(params.get("full_refresh"))
+    if full_refresh and start is not None:
+        raise ConfigError("a full refresh takes ending_version (the snapshot version) only, not starting_version")
+    kind = run_kind(run, start is not None or (end is not None and not full_refresh), full_refresh)
+    name = params.get("pipeline") or None
+    if name is None and kind != SCHEDULED and not run.is_airflow_backfill:
+        if len(config.pipelines) > 1:
+            raise ConfigError(f"a backfill or full refresh needs the param pipeline (configured: "
+                              f"{', '.join(p.name for p in config.pipelines)})")
+        name = config.pipelines[0].name
+    chosen = [config.pipeline(name)] if name else config.pipelines
     jobs: list[dict[str, Any]] = []
-    latest_by_name: dict[str, int | None] = {}
-    backfill = params.get("full_refresh") or params.get("starting_version") is not None \
-        or params.get("ending_version") is not None
-    if backfill:
-        name = params.get("pipeline") or (config.pipelines[0].name if len(config.pipelines) == 1 else None)
-        if name is None:
-            raise FeedConfigError("a backfill needs the param pipeline (several pipelines are configured)")
-        pipeline = config.pipeline(name)
-        latest = DeltaLog(Store(pipeline.source_table)).latest_version()
-        latest_by_name[name] = latest
-        if params.get("full_refresh"):
-            jobs.append({"pipeline": name, "mode": FULL_REFRESH, "version": params.get("ending_version", latest)})
+    pipelines: dict[str, dict[str, Any]] = {}
+    for pipeline in chosen:
+        delta_log = DeltaLog(Store(pipeline.source_table))
+        latest = delta_log.latest_version()
+        if latest is None:
+            if kind != SCHEDULED:
+                raise ChangeDataError(f"{pipeline.source_table} is not a Delta table")
+            log.warning("pipeline %s: %s is not a Delta table yet", pipeline.name, pipeline.source_table)
+            continue
+        checkpoint = checkpoints[pipeline.name]
+        if kind == RESET:
+            planned, origin, pipeline_kind = _refresh_at(end, latest, pipeline), None, RESET
+        elif kind == BACKFILL and run.is_airflow_backfill:
+            planned, origin, pipeline_kind = _committed_in_interval(delta_log, run, pipeline), None, BACKFILL
+        elif kind == BACKFILL:
+            planned, origin, pipeline_kind = _version_range(start, end, latest, pipeline), None, BACKFILL
         else:
-            start, end = params.get("starting_version"), params.get("ending_version")
-            if start is None or end is None:
-                raise FeedConfigError("a version backfill needs both starting_version and ending_version")
-            if latest is None or end > latest:
-                raise FeedConfigError(f"ending_version {end} is beyond the latest version {latest} of "
-                                      f"{pipeline.source_table}")
-            jobs += [{"pipeline": name, "mode": CHANGES, **r.to_dict()}
-                     for r in split_range(start, end, pipeline.versions_per_job)]
-    else:
-        for pipeline in config.pipelines:
-            delta_log = DeltaLog(Store(pipeline.source_table))
-            latest = delta_log.latest_version()
-            latest_by_name[pipeline.name] = latest
-            if latest is None:
-                log.warning("pipeline %s: %s is not a Delta table yet", pipeline.name, pipeline.source_table)
-                continue
-            done = applied.get(pipeline.name)
-            planned = _first_run(pipeline, delta_log, latest) if done is None else [
-                {"mode": CHANGES, **r.to_dict()}
-                for r in pending_ranges(done, latest, pipeline.versions_per_job, pipeline.max_versions_per_run)]
-            jobs += [{"pipeline": pipeline.name, **job} for job in planned]
-    folder = fresh_run_folder(config.run_dir, run_id)
-    result = {"mode": "backfill" if backfill else "scheduled", "jobs": jobs, "latest": latest_by_name,
-              "applied": applied, "runFolder": str(folder)}
+            _verify(pipeline, checkpoint, delta_log, latest)
+            if checkpoint.applied_version is None:
+                planned, origin, pipeline_kind = _first_run(pipeline, delta_log, latest)
+            else:
+                planned, origin, pipeline_kind = [{"mode": CHANGES, **r.to_dict()} for r in pending_ranges(
+                    checkpoint.applied_version, latest, pipeline.versions_per_job,
+                    pipeline.max_versions_per_run)], None, SCHEDULED
+        jobs += [{"pipeline": pipeline.name, **job} for job in planned]
+        pipelines[pipeline.name] = {"kind": pipeline_kind, "origin": origin, "latest": latest,
+                                    "sourceTableId": delta_log.table_id(),
+                                    "appliedBefore": checkpoint.applied_version}
+    result = {"kind": kind, "jobs": jobs, "pipelines": pipelines,
+              "runFolder": str(plan_folder(config.run_dir, run))}
     log.info("plan: %s", json.dumps(result))
     return result
+
+
+def _verify(pipeline: CdfPipeline, checkpoint: CdfCheckpoint, delta_log: DeltaLog, latest: int) -> None:
+    where, remedy = f"Variable {pipeline.checkpoint_variable}", refresh_remedy(pipeline.name)
+    if checkpoint.source not in (None, pipeline.source_table):
+        raise CheckpointMismatchError(
+            f"checkpoint {where} was made reading {checkpoint.source}, but pipeline {pipeline.name} now reads "
+            f"{pipeline.source_table}: its applied version says nothing about that table. Point the configuration "
+            f"back, or {remedy}.")
+    verify_table("source", pipeline.source_table, checkpoint.source_id, None, delta_log.state(), where, remedy)
+    if checkpoint.applied_version is not None and checkpoint.applied_version > latest:
+        raise ChangeDataError(
+            f"checkpoint {where} says versions up to {checkpoint.applied_version} of {pipeline.source_table} are "
+            f"applied, but its latest version is {latest}: the table was replaced by an older copy. To start "
+            f"over on it, {remedy}.")
+    verify_targets(checkpoint.targets, {"target": pipeline.target_table}, where, remedy)
+
+
+def _first_run(pipeline: CdfPipeline, delta_log: DeltaLog, latest: int) -> tuple[list[dict], int | None, str]:
+    """With no checkpoint: the change feed from version 0 when it was on from the start (a scheduled run
+    from origin 0), else a snapshot at the latest version (a reset)."""
+    versions = delta_log.commit_versions()
+    if versions and versions[0] == 0 and cdf_enabled(delta_log.table_state(0)[0]):
+        ranges = pending_ranges(None, latest, pipeline.versions_per_job, pipeline.max_versions_per_run)
+        return [{"mode": CHANGES, **r.to_dict()} for r in ranges], 0, SCHEDULED
+    return [{"mode": FULL_REFRESH, "version": latest}], None, RESET
+
+
+def _refresh_at(version: int | None, latest: int, pipeline: CdfPipeline) -> list[dict]:
+    version = latest if version is None else version
+    if version > latest:
+        raise ChangeDataError(f"ending_version {version} is beyond the latest version {latest} of "
+                              f"{pipeline.source_table}")
+    return [{"mode": FULL_REFRESH, "version": version}]
+
+
+def _version_range(start: int | None, end: int | None, latest: int, pipeline: CdfPipeline) -> list[dict]:
+    if start is None or end is None:
+        raise ConfigError("a version backfill needs both starting_version and ending_version (inclusive)")
+    if end < start:
+        raise ConfigError(f"ending_version {end} must not be before starting_version {start}")
+    if end > latest:
+        raise ChangeDataError(f"ending_version {end} is beyond the latest version {latest} of "
+                              f"{pipeline.source_table}")
+    return [{"mode": CHANGES, **r.to_dict()} for r in split_range(start, end, pipeline.versions_per_job)]
+
+
+def _committed_in_interval(delta_log: DeltaLog, run: RunContext, pipeline: CdfPipeline) -> list[dict]:
+    """One of Airflow's Backfill runs re-applies the versions its source committed in the run's data
+    interval (by commit timestamp, as DESCRIBE HISTORY shows them)."""
+    span = delta_log.versions_committed_between(int(run.interval_start.timestamp() * 1000),
+                                                int(run.interval_end.timestamp() * 1000))
+    if span is None:
+        log.info("pipeline %s: no version committed in %s .. %s", pipeline.name, run.interval_start,
+                 run.interval_end)
+        return []
+    return [{"mode": CHANGES, **r.to_dict()} for r in split_range(*span, pipeline.versions_per_job)]
 
 
 def job_arguments(config: CdfConfig, planned: dict[str, Any]) -> list[list[str]]:
@@ -83,49 +182,75 @@ def job_arguments(config: CdfConfig, planned: dict[str, Any]) -> list[list[str]]
         if pipeline.columns:
             args += ["--columns", ",".join(pipeline.columns)]
         if job["mode"] == FULL_REFRESH:
-            args += ["--full-refresh"] + (["--version", str(job["version"])] if job.get("version") is not None else [])
+            args += ["--full-refresh", "--version", str(job["version"])]
         else:
             args += ["--starting-version", str(job["start"]), "--ending-version", str(job["end"])]
         arguments.append(args + ["--summary-json", summary_path(planned["runFolder"], index)])
     return arguments
 
 
-def commit(config: CdfConfig, stores: dict[str, Any], planned: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """Per pipeline: advance its checkpoint over the finished prefix of its ranges; report; fail if any failed."""
+def _belongs(summary: dict[str, Any], job: dict[str, Any]) -> bool:
+    if job["mode"] == FULL_REFRESH:
+        return summary.get("mode") == FULL_REFRESH and summary.get("endingVersion") == job["version"]
+    return (summary.get("mode") == CHANGES and summary.get("startingVersion") == job["start"]
+            and summary.get("endingVersion") == job["end"])
+
+
+def commit(config: CdfConfig, stores: dict[str, CheckpointStore], planned: dict[str, Any],
+           run_id: str) -> dict[str, Any]:
+    """Per pipeline: move its checkpoint as the run's kind allows (compare-and-set); report; fail if any job failed."""
     jobs = planned["jobs"]
-    summaries = finished_summaries(planned["runFolder"], len(jobs))
-    report: dict[str, Any] = {"mode": planned["mode"], "pipelines": {}}
-    failed = [job for i, job in enumerate(jobs) if i not in summaries]
-    for pipeline in config.pipelines:
-        mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == pipeline.name]
-        if not mine:
-            continue
-        store = stores[pipeline.name]
-        checkpoint = store.load()
-        applied = checkpoint.applied_version
-        refreshed = [summaries[i]["endingVersion"] for i, job in mine if job["mode"] == FULL_REFRESH and i in summaries]
-        if refreshed:
-            applied = max(refreshed[-1], applied) if applied is not None else refreshed[-1]
-        ranges = [(i, VersionRange(job["start"], job["end"])) for i, job in mine if job["mode"] == CHANGES]
-        applied = advance_applied(applied, [r for _, r in ranges],
-                                  {n for n, (i, _) in enumerate(ranges) if i in summaries})
-        advanced = checkpoint.advanced(applied, run_id)
-        if advanced != checkpoint:
-            store.save(advanced)
-        latest = planned["latest"].get(pipeline.name)
-        done = [summaries[i] for i, _ in mine if i in summaries]
-        report["pipelines"][pipeline.name] = {
+    summaries = finished_summaries(planned["runFolder"], jobs, _belongs)
+    refused = refusals(planned["runFolder"], len(jobs))
+    report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}}
+    for name, plan_of in planned["pipelines"].items():
+        pipeline = config.pipeline(name)
+        mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
+        done = {i: summaries[i] for i, _ in mine if i in summaries}
+        before, after = stores[name].update(
+            lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id))
+        latest = plan_of["latest"]
+        report["pipelines"][name] = {
+            "kind": plan_of["kind"],
             "jobs": len(mine),
-            "jobsFailed": [job for i, job in mine if i not in summaries],
+            "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
+                           for i, job in mine if i not in summaries],
             "versions": [[job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine],
-            **{key: sum(s.get(key, 0) for s in done) for key in SUMMED},
-            "appliedBefore": checkpoint.applied_version,
-            "appliedVersion": advanced.applied_version,
+            **{key: sum(s.get(key, 0) for s in done.values()) for key in SUMMED},
+            "appliedBefore": before.applied_version,
+            "appliedVersion": after.applied_version,
+            "checkpointReset": ({"from": before.applied_version, "to": after.applied_version}
+                                if plan_of["kind"] == RESET and after != before else None),
             "latestVersion": latest,
-            "lagVersions": (latest - advanced.applied_version) if latest is not None and
-                           advanced.applied_version is not None else None,
-            "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done), 3),
+            "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
+            "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done.values()), 3),
         }
     log.info("run summary: %s", json.dumps(report, indent=2))
+    failed = [job for i, job in enumerate(jobs) if i not in summaries]
     fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}))
     return report
+
+
+def _moved(checkpoint: CdfCheckpoint, plan_of: dict[str, Any], mine: list[tuple[int, dict]],
+           done: dict[int, dict], pipeline: CdfPipeline, run_id: str) -> CdfCheckpoint:
+    """The pipeline's checkpoint after this run (pure: may run again after a compare-and-set conflict)."""
+    kind = plan_of["kind"]
+    if kind == BACKFILL or (kind == RESET and not done):
+        return checkpoint
+    source_id = next((s["sourceTableId"] for s in done.values() if s.get("sourceTableId")), plan_of["sourceTableId"])
+    if kind == SCHEDULED and checkpoint.source_id not in (None, source_id):
+        log.warning("pipeline %s: the checkpoint was reset to source table %s while this run ran: not moving it",
+                    pipeline.name, checkpoint.source_id)
+        return checkpoint
+    if kind == RESET:
+        refreshed = max(s["endingVersion"] for s in done.values())
+        position = position_after(RESET, None, [], set(), origin=refreshed + 1)
+    else:
+        ranges = [(job["start"], job["end"] + 1) for _, job in mine]
+        stored = None if checkpoint.applied_version is None else checkpoint.applied_version + 1
+        position = position_after(SCHEDULED, stored, ranges, {n for n, (i, _) in enumerate(mine) if i in done},
+                                  origin=plan_of["origin"])
+    applied = None if position is None or position == 0 else position - 1
+    marks = current_marks([pipeline.target_table]) if done else checkpoint.targets
+    return checkpoint.moved(applied_version=applied, source=pipeline.source_table, source_id=source_id,
+                            targets=marks, updated_by=run_id)

@@ -1,19 +1,46 @@
-"""What every lakefeed DAG shares: owner, retries with backoff, the Spark connection and pool."""
+"""What every lakefeed DAG shares: owner, retries with backoff, timeouts, the Spark connection and pool,
+and how task logic turns a refusal into a failure that is not retried.
+
+``dagrun_timeout`` and the retry delay shape the DAG itself, so they are read
+when the DAG file is parsed, from the environment (never from Variables):
+``LAKEFEED_DAGRUN_TIMEOUT_MINUTES`` (default 360) and
+``LAKEFEED_RETRY_DELAY_SECONDS`` (default 60, doubled on each retry up to 15
+minutes). The Spark jobs' own timeout is ``spark_job_timeout_minutes`` in each
+pipeline's config Variable, applied when the task starts.
+"""
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
+from typing import Iterator
 
 SPARK_CONN_ID = "spark_default"
 SPARK_POOL = "lakefeed_spark"
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+DAGRUN_TIMEOUT = timedelta(minutes=float(os.environ.get("LAKEFEED_DAGRUN_TIMEOUT_MINUTES", "360")))
 DEFAULT_ARGS = {
     "owner": "data-platform",
     "retries": 2,
-    "retry_delay": timedelta(minutes=1),
+    "retry_delay": timedelta(seconds=float(os.environ.get("LAKEFEED_RETRY_DELAY_SECONDS", "60"))),
     "retry_exponential_backoff": 2.0,
     "max_retry_delay": timedelta(minutes=15),
 }
+
+
+@contextmanager
+def refusals_fail_the_task() -> Iterator[None]:
+    """A :class:`~lakefeed.errors.Refusal` (bad params, a checkpoint of another table, bad input) fails
+    the task at once: a retry would meet the same refusal. Anything else is retried as configured."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from lakefeed.errors import Refusal
+
+    try:
+        yield
+    except Refusal as exc:
+        raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
 
 def planned_or_skip(ti, plan_task_id: str) -> dict:

@@ -1,65 +1,85 @@
-"""JVM-free, deferrable sensors, shaped like the Azure provider's WasbBlobSensor.
+"""JVM-free, deferrable sensors, shaped like the Azure provider's WasbBlobSensor: every input is a
+keyword-only, templated constructor argument (the DAGs render them from the config Variables), and
+each sensor reads one thing besides its source, the checkpoint it compares with.
 
 Each checks once in the worker; when nothing is ready it defers to a trigger,
-so waiting holds no worker slot. A backfill run (its params name a range) has
-nothing to wait for. When nothing becomes ready before the configured timeout
-the run is skipped: nothing new this time.
+so waiting holds no worker slot. A run that is not waiting for new data (a
+backfill, a reset: ``skip_reason`` renders non-empty) passes at once. When
+nothing becomes ready before ``timeout_seconds`` the run is skipped: nothing
+new this time. A checkpoint that belongs to another feed or source table fails
+the task without retry.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
 
-from lakefeed_airflow.triggers import ChangeFeedReadyTrigger, DeltaVersionTrigger, sources_behind
+from lakefeed_airflow.triggers import ChangeFeedReadyTrigger, DeltaVersionTrigger, feed_readiness, sources_behind
+
+
+def _none_if_blank(value: Any) -> Any:
+    """A rendered template of an unset value ('' or 'None') means None."""
+    return None if value in (None, "", "None") else value
 
 
 class _PollingSensor(BaseSensorOperator):
-    template_fields: Sequence[str] = ("backfill",)
+    template_fields: Sequence[str] = ("skip_reason", "poke_seconds", "timeout_seconds")
 
-    def __init__(self, *, backfill: str = "", deferrable: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, skip_reason: str = "", poke_seconds: str | float = 60.0,
+                 timeout_seconds: str | float = 3000.0, deferrable: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.backfill = backfill  # rendered from the run's params: non-empty means "backfill run"
+        self.skip_reason = skip_reason
+        self.poke_seconds = poke_seconds
+        self.timeout_seconds = timeout_seconds
         self.deferrable = deferrable
 
-    def _check(self) -> tuple[bool, dict[str, Any], Any]:
-        """(ready, details, trigger factory taking a deadline) — reads configuration and checkpoints."""
+    def _check(self) -> tuple[bool, dict[str, Any]]:
+        """(ready, details): reads the checkpoint and the source; raises a Refusal when they do not match."""
         raise NotImplementedError
 
-    def _timing(self) -> tuple[float, float]:
-        """(poke interval, timeout) in seconds, from the pipeline's configuration."""
+    def _trigger(self, deadline: str):
         raise NotImplementedError
+
+    def _checked(self) -> tuple[bool, dict[str, Any]]:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from lakefeed.errors import Refusal
+
+        try:
+            ready, details = self._check()
+        except Refusal as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        self.log.info("checked: ready=%s %s", ready, details)
+        return ready, details
 
     def poke(self, context: Context) -> bool:
-        if self.backfill:
-            return True
-        ready, details, _ = self._check()
-        self.log.info("checked: ready=%s %s", ready, details)
-        return ready
+        return bool(self.skip_reason) or self._checked()[0]
 
     def execute(self, context: Context) -> Any:
+        self.poke_interval = float(self.poke_seconds)
+        self.timeout = float(self.timeout_seconds)
+        if self.skip_reason:
+            self.log.info("%s: nothing to wait for", self.skip_reason)
+            return None
         if not self.deferrable:
             return super().execute(context=context)
-        if self.backfill:
-            self.log.info("backfill run (%s): nothing to wait for", self.backfill)
-            return None
-        ready, details, make_trigger = self._check()
-        self.log.info("checked: ready=%s %s", ready, details)
+        ready, details = self._checked()
         if ready:
             return details
-        _, timeout = self._timing()
-        deadline = (datetime.now(timezone.utc) + timedelta(seconds=timeout)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        deadline = (datetime.now(timezone.utc) + timedelta(seconds=self.timeout)).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.defer(
-            trigger=make_trigger(deadline),
+            trigger=self._trigger(deadline),
             method_name="execute_complete",
-            timeout=timedelta(seconds=timeout + 300),  # the trigger gives up at its deadline; a backstop
+            timeout=timedelta(seconds=self.timeout + 300),  # the trigger gives up at its deadline; a backstop
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowSkipException
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
         status = event.get("status")
         if status == "ready":
@@ -68,70 +88,89 @@ class _PollingSensor(BaseSensorOperator):
         if status == "timeout":
             raise AirflowSkipException(f"nothing became ready before the sensor's deadline ({event}): "
                                        "nothing to ingest this run")
+        if status == "refused":
+            raise AirflowFailException(event.get("message"))
         raise RuntimeError(event.get("message") or f"unexpected trigger event {event!r}")
 
 
 class ChangeFeedReadySensor(_PollingSensor):
     """Waits until a blob change feed window past the checkpoint is ready (reads ``meta/Segments.json``).
 
-    A ``lastConsumable`` that moved backwards fails the task.
+    :param feed_root: the ``$blobchangefeed`` container (folder or URL)
+    :param checkpoint_variable: the Variable holding the pipeline's checkpoint
+    :param wasb_conn_id: read the feed through this Azure connection (empty: fsspec)
+    :param start_from: ISO time before which windows are ignored on a first run (empty: none)
+
+    A ``lastConsumable`` that moved backwards, or a checkpoint made on another feed, fails the task.
     """
 
-    def _timing(self) -> tuple[float, float]:
-        from lakefeed_airflow.settings import blob_config
+    template_fields: Sequence[str] = (*_PollingSensor.template_fields, "feed_root", "checkpoint_variable",
+                                      "wasb_conn_id", "start_from")
 
-        config = blob_config()
-        return config.sensor_poke_seconds, config.sensor_timeout_seconds
+    def __init__(self, *, feed_root: str, checkpoint_variable: str, wasb_conn_id: str | None = None,
+                 start_from: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.feed_root = feed_root
+        self.checkpoint_variable = checkpoint_variable
+        self.wasb_conn_id = wasb_conn_id
+        self.start_from = start_from
 
-    def _check(self):
-        from lakefeed.blob.feed import ChangeFeed
-        from lakefeed.blob.schedule import check_readiness
-        from lakefeed.blob.timegrid import format_time, parse_time
-        from lakefeed_airflow.wasb_feed import feed_store
-        from lakefeed_airflow.settings import CheckpointStore, blob_config
+    def _trigger_arguments(self) -> dict[str, Any]:
+        from lakefeed.blob.timegrid import format_time
+        from lakefeed.checkpoint import BlobCheckpoint
+        from lakefeed_airflow.settings import VariableCell
 
-        config = blob_config()
-        checkpoint = CheckpointStore(config.checkpoint_variable).load()
-        start_from = parse_time(config.start_from) if config.start_from else None
-        readiness = check_readiness(ChangeFeed(feed_store(config.feed_root, config.wasb_conn_id)),
-                                    checkpoint.watermark, checkpoint.last_consumable, start_from)
+        cell = VariableCell(self.checkpoint_variable)
+        checkpoint = BlobCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
+        return {
+            "feed_root": self.feed_root,
+            "wasb_conn_id": _none_if_blank(self.wasb_conn_id),
+            "watermark": format_time(checkpoint.watermark) if checkpoint.watermark else None,
+            "last_consumable_seen": format_time(checkpoint.last_consumable) if checkpoint.last_consumable else None,
+            "start_from": _none_if_blank(self.start_from),
+            "feed_identity": checkpoint.feed,
+            "checkpoint_variable": self.checkpoint_variable,
+        }
 
-        def make_trigger(deadline: str) -> ChangeFeedReadyTrigger:
-            return ChangeFeedReadyTrigger(
-                feed_root=config.feed_root,
-                wasb_conn_id=config.wasb_conn_id,
-                watermark=format_time(checkpoint.watermark) if checkpoint.watermark else None,
-                last_consumable_seen=format_time(checkpoint.last_consumable) if checkpoint.last_consumable else None,
-                start_from=config.start_from,
-                deadline=deadline,
-                poke_interval=config.sensor_poke_seconds,
-            )
+    def _check(self) -> tuple[bool, dict[str, Any]]:
+        self._arguments = self._trigger_arguments()
+        return feed_readiness(**self._arguments)
 
-        return readiness.ready, readiness.to_dict(), make_trigger
+    def _trigger(self, deadline: str) -> ChangeFeedReadyTrigger:
+        return ChangeFeedReadyTrigger(**self._arguments, deadline=deadline, poke_interval=self.poke_interval)
 
 
 class DeltaVersionSensor(_PollingSensor):
-    """Waits until a source table of any configured CDF pipeline has versions past its checkpoint
-    (lists ``_delta_log``; never a JVM)."""
+    """Waits until the source table of a CDF pipeline has versions past its checkpoint (lists
+    ``_delta_log``; never a JVM).
 
-    def _timing(self) -> tuple[float, float]:
-        from lakefeed_airflow.settings import cdf_config
+    :param sources: JSON list of ``{"name", "source_table", "checkpoint_variable"}``, one per pipeline
 
-        config = cdf_config()
-        return config.sensor_poke_seconds, config.sensor_timeout_seconds
+    A source that is not the table its checkpoint was made on (dropped and recreated) fails the task.
+    """
 
-    def _check(self):
-        from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
+    template_fields: Sequence[str] = (*_PollingSensor.template_fields, "sources")
 
-        config = cdf_config()
-        sources = [
-            {"name": p.name, "source_table": p.source_table,
-             "applied_version": cdf_checkpoint_store(p).load().applied_version}
-            for p in config.pipelines
-        ]
-        behind = sources_behind(sources)
+    def __init__(self, *, sources: str | list[dict[str, Any]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sources = sources
 
-        def make_trigger(deadline: str) -> DeltaVersionTrigger:
-            return DeltaVersionTrigger(sources=sources, deadline=deadline, poke_interval=config.sensor_poke_seconds)
+    def _trigger_sources(self) -> list[dict[str, Any]]:
+        from lakefeed.checkpoint import CdfCheckpoint
+        from lakefeed_airflow.settings import VariableCell
 
-        return bool(behind), {"behind": behind}, make_trigger
+        watched = []
+        for source in json.loads(self.sources) if isinstance(self.sources, str) else self.sources:
+            cell = VariableCell(source["checkpoint_variable"])
+            checkpoint = CdfCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
+            watched.append({**source, "applied_version": checkpoint.applied_version,
+                            "source_table_id": checkpoint.source_id})
+        return watched
+
+    def _check(self) -> tuple[bool, dict[str, Any]]:
+        self._sources = self._trigger_sources()
+        behind = sources_behind(self._sources)
+        return bool(behind), {"behind": behind}
+
+    def _trigger(self, deadline: str) -> DeltaVersionTrigger:
+        return DeltaVersionTrigger(sources=self._sources, deadline=deadline, poke_interval=self.poke_interval)

@@ -1,22 +1,61 @@
-"""Pipeline configuration and checkpoints in Airflow Variables (read only inside tasks)."""
+"""Pipeline configuration and checkpoints in Airflow Variables (read only inside tasks, or while rendering
+their templates).
+
+The DAGs hand configuration to their sensors and operators as templated
+constructor arguments, rendered from the config Variables through the
+``lakefeed`` template macro (``{{ lakefeed.blob.feed_root }}``); the task logic
+reads the config itself. Checkpoints change only through a
+:class:`~lakefeed.checkpoint_store.CheckpointStore` (locked compare-and-set).
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
 from lakefeed.checkpoint import BlobCheckpoint, CdfCheckpoint
+from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import BlobPipelineConfig, CdfConfig, CdfPipeline
 
 log = logging.getLogger(__name__)
 
 BLOB_CONFIG_VARIABLE = "lakefeed_blob_config"
 CDF_CONFIG_VARIABLE = "lakefeed_cdf_config"
+LOCK_FOLDER = ".checkpoint-locks"
+CHECKPOINT_DESCRIPTION = "lakefeed checkpoint (written by the DAG; do not edit by hand)"
+
+
+class VariableCell:
+    """An Airflow Variable as a text cell: through the Task SDK inside a task, or through the ORM in
+    processes that own the metadata database (the CLI, tests)."""
+
+    def __init__(self, name: str, orm: bool = False):
+        self.name = name
+        self.orm = orm
+
+    def get(self) -> str | None:
+        if self.orm:
+            from airflow.models import Variable as OrmVariable
+
+            return OrmVariable.get(self.name, default_var=None)
+        from airflow.sdk import Variable
+
+        return Variable.get(self.name, default=None)
+
+    def set(self, text: str) -> None:
+        if self.orm:
+            from airflow.models import Variable as OrmVariable
+
+            OrmVariable.set(self.name, text, description=CHECKPOINT_DESCRIPTION)
+            return
+        from airflow.sdk import Variable
+
+        Variable.set(self.name, text, description=CHECKPOINT_DESCRIPTION)
 
 
 def _variable(name: str) -> str | None:
-    from airflow.sdk import Variable
-
-    return Variable.get(name, default=None)
+    return VariableCell(name).get()
 
 
 def blob_config() -> BlobPipelineConfig:
@@ -29,23 +68,37 @@ def cdf_config() -> CdfConfig:
     return CdfConfig.from_json(_variable(CDF_CONFIG_VARIABLE), f"Variable {CDF_CONFIG_VARIABLE}")
 
 
-class CheckpointStore:
-    """One Airflow Variable holding a versioned JSON checkpoint (of ``kind``)."""
-
-    def __init__(self, variable: str, kind=BlobCheckpoint):
-        self.variable = variable
-        self.kind = kind
-
-    def load(self):
-        return self.kind.from_json(_variable(self.variable), f"Variable {self.variable}")
-
-    def save(self, checkpoint) -> None:
-        from airflow.sdk import Variable
-
-        Variable.set(self.variable, checkpoint.to_json(),
-                     description="lakefeed checkpoint (written by the DAG; do not edit by hand)")
-        log.info("checkpoint %s saved: %s", self.variable, checkpoint.to_json())
+def lock_dir(run_dir: str) -> Path:
+    return Path(run_dir) / LOCK_FOLDER
 
 
-def cdf_checkpoint_store(pipeline: CdfPipeline) -> CheckpointStore:
-    return CheckpointStore(pipeline.checkpoint_variable, CdfCheckpoint)
+def blob_checkpoint_store(config: BlobPipelineConfig, orm: bool = False) -> CheckpointStore:
+    return CheckpointStore(VariableCell(config.checkpoint_variable, orm), BlobCheckpoint, lock_dir(config.run_dir))
+
+
+def cdf_checkpoint_store(pipeline: CdfPipeline, config: CdfConfig, orm: bool = False) -> CheckpointStore:
+    return CheckpointStore(VariableCell(pipeline.checkpoint_variable, orm), CdfCheckpoint, lock_dir(config.run_dir))
+
+
+class ConfigMacros:
+    """The ``lakefeed`` template macro: ``{{ lakefeed.blob.feed_root }}``, ``{{ lakefeed.cdf_sources() }}``.
+    Each use reads the config Variable when the template renders (at task run time, never at parse)."""
+
+    @property
+    def blob(self) -> BlobPipelineConfig:
+        return blob_config()
+
+    @property
+    def cdf(self) -> CdfConfig:
+        return cdf_config()
+
+    def cdf_sources(self, pipeline: str | None = None) -> str:
+        """JSON of the sources the CDF sensor watches (all pipelines, or the named one)."""
+        config = cdf_config()
+        return json.dumps([
+            {"name": p.name, "source_table": p.source_table, "checkpoint_variable": p.checkpoint_variable}
+            for p in config.pipelines if pipeline in (None, "", p.name)
+        ])
+
+
+TEMPLATE_MACROS = {"lakefeed": ConfigMacros()}

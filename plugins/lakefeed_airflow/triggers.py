@@ -1,7 +1,9 @@
 """Deferrable waiting in the triggerer (no worker slot): poll cheap JSON until something is ready.
 
 Triggers store only primitives; each yields exactly one event: ``ready``,
-``timeout`` (at ``deadline``) or ``error`` (with a message naming the file).
+``timeout`` (at ``deadline``), ``refused`` (the checkpoint does not belong to
+what is polled, or the feed went backwards: a message naming it) or ``error``.
+The sensors call the same check functions before deferring.
 """
 
 from __future__ import annotations
@@ -27,13 +29,16 @@ class _PollingTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from lakefeed.blob.timegrid import parse_time
-        from lakefeed.errors import FeedError
+        from lakefeed.errors import Refusal
 
         deadline = parse_time(self.deadline)
         while True:
             try:
                 ready, details = await asyncio.to_thread(self._check)
-            except (FeedError, ValueError) as exc:
+            except Refusal as exc:
+                yield TriggerEvent({"status": "refused", "message": f"{type(exc).__name__}: {exc}"})
+                return
+            except (OSError, ValueError, RecursionError) as exc:
                 yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
                 return
             if ready:
@@ -46,6 +51,27 @@ class _PollingTrigger(BaseTrigger):
             await asyncio.sleep(self.poke_interval)
 
 
+def feed_readiness(*, feed_root: str, wasb_conn_id: str | None, watermark: str | None,
+                   last_consumable_seen: str | None, start_from: str | None, feed_identity: str | None,
+                   checkpoint_variable: str) -> tuple[bool, dict[str, Any]]:
+    """Is a blob change feed window past the watermark ready? Refuses a checkpoint of another feed."""
+    from lakefeed.blob.feed import ChangeFeed
+    from lakefeed.blob.schedule import check_readiness
+    from lakefeed.blob.timegrid import parse_time
+    from lakefeed.checkpoint import verify_feed
+    from lakefeed_airflow.blob_tasks import RESET_REMEDY
+    from lakefeed_airflow.wasb_feed import feed_store
+
+    def time_or_none(text):
+        return parse_time(text) if text else None
+
+    store = feed_store(feed_root, wasb_conn_id)
+    verify_feed(feed_identity, store.identity, f"Variable {checkpoint_variable}", RESET_REMEDY)
+    readiness = check_readiness(ChangeFeed(store), time_or_none(watermark), time_or_none(last_consumable_seen),
+                                time_or_none(start_from))
+    return readiness.ready, readiness.to_dict()
+
+
 class ChangeFeedReadyTrigger(_PollingTrigger):
     """Fires once a blob change feed window past ``watermark`` is ready (``lastConsumable >= window + 1h``).
 
@@ -54,19 +80,24 @@ class ChangeFeedReadyTrigger(_PollingTrigger):
     :param watermark: ISO start of the first window not yet applied, or None
     :param last_consumable_seen: ISO lastConsumable stored with the checkpoint, or None
     :param start_from: ISO time before which windows are ignored on a first run, or None
+    :param feed_identity: the feed the checkpoint was made on (refused if it is not this one), or None
+    :param checkpoint_variable: the checkpoint's Variable (named in refusals)
     :param deadline: ISO time at which to give up
     :param poke_interval: seconds between polls
     """
 
     def __init__(self, *, feed_root: str, watermark: str | None, last_consumable_seen: str | None,
                  start_from: str | None, deadline: str, poke_interval: float = 60.0,
-                 wasb_conn_id: str | None = None):
+                 wasb_conn_id: str | None = None, feed_identity: str | None = None,
+                 checkpoint_variable: str = "lakefeed_blob_checkpoint"):
         super().__init__(deadline=deadline, poke_interval=poke_interval)
         self.feed_root = feed_root
         self.wasb_conn_id = wasb_conn_id
         self.watermark = watermark
         self.last_consumable_seen = last_consumable_seen
         self.start_from = start_from
+        self.feed_identity = feed_identity
+        self.checkpoint_variable = checkpoint_variable
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -77,30 +108,24 @@ class ChangeFeedReadyTrigger(_PollingTrigger):
                 "watermark": self.watermark,
                 "last_consumable_seen": self.last_consumable_seen,
                 "start_from": self.start_from,
+                "feed_identity": self.feed_identity,
+                "checkpoint_variable": self.checkpoint_variable,
                 "deadline": self.deadline,
                 "poke_interval": self.poke_interval,
             },
         )
 
     def _check(self) -> tuple[bool, dict[str, Any]]:
-        from lakefeed.blob.feed import ChangeFeed
-        from lakefeed.blob.schedule import check_readiness
-        from lakefeed.blob.timegrid import parse_time
-        from lakefeed_airflow.wasb_feed import feed_store
-
-        def time_or_none(text):
-            return parse_time(text) if text else None
-
-        readiness = check_readiness(ChangeFeed(feed_store(self.feed_root, self.wasb_conn_id)),
-                                    time_or_none(self.watermark),
-                                    time_or_none(self.last_consumable_seen), time_or_none(self.start_from))
-        return readiness.ready, readiness.to_dict()
+        return feed_readiness(feed_root=self.feed_root, wasb_conn_id=self.wasb_conn_id, watermark=self.watermark,
+                              last_consumable_seen=self.last_consumable_seen, start_from=self.start_from,
+                              feed_identity=self.feed_identity, checkpoint_variable=self.checkpoint_variable)
 
 
 class DeltaVersionTrigger(_PollingTrigger):
     """Fires once any source table has a version past its pipeline's applied version.
 
-    :param sources: ``[{"name": …, "source_table": …, "applied_version": int | None}, …]``
+    :param sources: ``[{"name", "source_table", "checkpoint_variable", "applied_version": int | None,
+        "source_table_id": str | None}, …]``
     :param deadline: ISO time at which to give up
     :param poke_interval: seconds between polls
     """
@@ -121,13 +146,21 @@ class DeltaVersionTrigger(_PollingTrigger):
 
 
 def sources_behind(sources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The sources whose latest version (from ``_delta_log``) is past their applied version."""
-    from lakefeed.cdf.log import DeltaLog
+    """The sources whose latest version (from ``_delta_log``) is past their applied version. A source that
+    is not the table its checkpoint recorded (dropped and recreated) is refused, naming it."""
+    from lakefeed.checkpoint import verify_table
+    from lakefeed.deltalog import DeltaLog
     from lakefeed.storage import Store
+    from lakefeed_airflow.cdf_tasks import refresh_remedy
 
     behind = {}
     for source in sources:
-        latest = DeltaLog(Store(source["source_table"])).latest_version()
+        delta_log = DeltaLog(Store(source["source_table"]))
+        latest = delta_log.latest_version()
+        if source.get("source_table_id") is not None:
+            verify_table("source", source["source_table"], source["source_table_id"], None,
+                         delta_log.state(), f"Variable {source.get('checkpoint_variable')}",
+                         refresh_remedy(source["name"]))
         applied = source["applied_version"]
         if latest is not None and (applied is None or latest > applied):
             behind[source["name"]] = {"latest": latest, "applied": applied}

@@ -23,6 +23,11 @@ class WasbContainerStore(StoreBase):
     def _name(self, relative: str) -> str:
         return posixpath.join(self._prefix, relative) if self._prefix else relative
 
+    @property
+    def identity(self) -> str:
+        path = "/".join(p for p in (self._container.container_name, self._prefix) if p)
+        return f"azure://{self._container.account_name}/{path}"
+
     def read_bytes(self, relative: str) -> bytes:
         from azure.core.exceptions import ResourceNotFoundError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lakefeed.cdf.job import full_refresh, run
-from lakefeed.cdf.log import ChangeDataError
+from lakefeed.errors import ChangeDataError
 from lakefeed.cdf.schedule import split_range
 from lakefeed.cdf.simulator import SourceSimulator, create_source, latest_version, live_rows
 

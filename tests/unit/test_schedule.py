@@ -4,13 +4,13 @@ import pytest
 
 from lakefeed.blob.schedule import (
     Batch,
-    advance_watermark,
     backfill_windows,
     batches_of,
     check_last_consumable,
+    interval_windows,
     pending_windows,
 )
-from lakefeed.errors import FeedConfigError, FeedCorruptError
+from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyError
 
 
 def utc(h, m=10, d=1):
@@ -33,34 +33,26 @@ def test_batches_group_consecutive_windows():
         batches_of([utc(0), utc(2)], 3)
 
 
-B = [Batch(utc(0), utc(2)), Batch(utc(2), utc(4)), Batch(utc(4), utc(6))]
-
-
-@pytest.mark.parametrize("watermark, succeeded, expected", [
-    (utc(0), {0, 1, 2}, utc(6)),
-    (utc(0), {0, 2}, utc(2)),          # a gap: stop at the first unfinished batch
-    (utc(0), {1, 2}, utc(0)),          # the first batch failed: nothing moves
-    (None, {0, 1}, utc(4)),            # first run: the prefix starts at the first batch
-    (None, {1}, None),
-    (utc(8), {0, 1, 2}, utc(8)),       # a backfill behind the watermark never moves it back
-    (utc(3), {1, 2}, utc(6)),          # a batch straddling the watermark counts
-])
-def test_advance_watermark_over_the_contiguous_prefix_only(watermark, succeeded, expected):
-    assert advance_watermark(watermark, B, succeeded) == expected
-
-
-def test_advance_watermark_ignores_batch_order():
-    assert advance_watermark(utc(0), list(reversed(B)), {0, 1, 2}) == utc(6)
-
-
 def test_backfill_windows_are_exact_and_ready():
     assert backfill_windows(10, utc(1), utc(3), utc(5)) == [utc(1), utc(2)]
-    with pytest.raises(FeedConfigError, match="not on the feed's grid"):
+    with pytest.raises(FeedConfigError, match="not on the feed's hourly grid"):
         backfill_windows(10, utc(1, 0), utc(3), utc(5))
-    with pytest.raises(FeedConfigError, match="not ready"):
+    with pytest.raises(WindowNotReadyError, match="not ready"):
         backfill_windows(10, utc(1), utc(6), utc(5))
     with pytest.raises(FeedConfigError, match="must be after"):
         backfill_windows(10, utc(3), utc(1), utc(5))
+
+
+def test_an_airflow_backfill_interval_maps_to_the_grid_windows_that_start_in_it():
+    # An @hourly run's interval [01:00, 02:00) holds the hh:10 window 01:10; a `10 * * * *` run's
+    # interval [01:10, 02:10) holds the same window.
+    assert interval_windows(10, utc(1, 0), utc(2, 0), utc(5)) == [utc(1)]
+    assert interval_windows(10, utc(1), utc(2), utc(5)) == [utc(1)]
+    assert interval_windows(10, utc(1, 20), utc(1, 50), utc(5)) == []
+    assert interval_windows(0, utc(1, 0), utc(3, 0), utc(5, 0)) == [utc(1, 0), utc(2, 0)]
+    with pytest.raises(WindowNotReadyError, match="backfill run for 2026-01-01T04:00:00Z .. 2026-01-01T05:00:00Z "
+                                                  "asks for 1 window.*2026-01-01T04:10:00Z"):
+        interval_windows(10, utc(4, 0), utc(5, 0), utc(4))
 
 
 def test_last_consumable_never_moves_backwards():

@@ -42,13 +42,15 @@ from lakefeed.blob.transforms import (
     with_claim,
 )
 from lakefeed.config import DECODERS
-from lakefeed.delta import commit_metadata, commit_since, ensure_table, table_location, table_version
+from lakefeed.delta import ensure_table, table_location, table_version, tagged_write
 from lakefeed.errors import FeedCorruptError
 from lakefeed.storage import Store
 
 log = logging.getLogger(__name__)
 
 PIPELINE = "blob_changefeed"
+EVENTS_PARTITIONS = ("eventDate",)
+STATE_PROPERTIES = {"delta.enableChangeDataFeed": "true"}
 _WORKER_ERROR = re.compile(r"lakefeed\.errors\.(FeedCorruptError): (.+?)(?:\n|$)")
 _GLOB = re.compile(r"[*?\[\]{}\\]")  # Spark would expand these in a path it loads
 _JVM_READ_ERROR = re.compile(r"Encountered error while reading file (\S+?)\.?(?:\s|$)")
@@ -218,32 +220,49 @@ def _chunk_url(file_uri: str, store: Store) -> str:
 
 def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table: str,
            summary: RunSummary) -> None:
-    events = ensure_table(spark, events_table, batch.schema, partition_by=("eventDate",))
+    """Both MERGEs, each retried when a concurrent run commits first (both are idempotent)."""
+    metadata = {"pipeline": PIPELINE, "windows": summary.windows, "lastConsumable": summary.lastConsumable}
     state_rows = latest_state_per_blob(batch)
-    state = ensure_table(spark, state_table, state_rows.schema,
-                         properties={"delta.enableChangeDataFeed": "true"})
     if summary.eventsUnique == 0:
         log.info("no events claimed by %s: targets unchanged", ", ".join(summary.windows))
+        for table, schema, partitions, properties in ((events_table, batch.schema, EVENTS_PARTITIONS, {}),
+                                                      (state_table, state_rows.schema, (), STATE_PROPERTIES)):
+            tagged_write(spark, table, metadata, lambda: ensure_table(spark, table, schema, partitions, properties))
+        summary.eventsTableVersion = table_version(spark, events_table)
+        summary.stateTableVersion = table_version(spark, state_table)
         return
-    metadata = {"pipeline": PIPELINE, "windows": summary.windows, "lastConsumable": summary.lastConsumable}
+    _merge_events(spark, batch, events_table, metadata, summary)
+    _merge_state(spark, state_rows, state_table, metadata, summary)
+
+
+def _merge_events(spark: SparkSession, batch: DataFrame, events_table: str, metadata: dict,
+                  summary: RunSummary) -> None:
+    """Insert-if-absent on ``(eventDate, id)``, pruned to the dates in the batch."""
     dates = [r["eventDate"] for r in batch.select("eventDate").distinct().collect()]
     # The literal date list lets Delta prune the events table to the partitions touched.
     date_list = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(dates))
-    before = table_version(spark, events_table)
-    with commit_metadata(spark, {**metadata, "target": "events"}):
+
+    def write() -> None:
+        events = ensure_table(spark, events_table, batch.schema, partition_by=EVENTS_PARTITIONS)
         (
             events.alias("t")
             .merge(batch.alias("s"), f"t.eventDate IN ({date_list}) AND t.eventDate = s.eventDate AND t.id = s.id")
             .whenNotMatchedInsertAll()
             .execute()
         )
-    commit = commit_since(spark, events_table, before)
-    summary.eventsTableVersion = commit["version"] if commit else before
+
+    commit = tagged_write(spark, events_table, {**metadata, "target": "events"}, write)
+    summary.eventsTableVersion = commit["version"] if commit else table_version(spark, events_table)
     summary.eventsInserted = commit["metrics"].get("numTargetRowsInserted", 0) if commit else 0
 
+
+def _merge_state(spark: SparkSession, state_rows: DataFrame, state_table: str, metadata: dict,
+                 summary: RunSummary) -> None:
+    """Per blob, the latest event by sequencer; an update only when the incoming sequencer is newer."""
     newer = sequencer_key(F.col("s.sequencer")) > sequencer_key(F.col("t.sequencer"))
-    before = table_version(spark, state_table)
-    with commit_metadata(spark, {**metadata, "target": "state"}):
+
+    def write() -> None:
+        state = ensure_table(spark, state_table, state_rows.schema, properties=STATE_PROPERTIES)
         (
             state.alias("t")
             .merge(state_rows.alias("s"), "t.subject = s.subject")
@@ -251,9 +270,10 @@ def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table
             .whenNotMatchedInsertAll()
             .execute()
         )
-    commit = commit_since(spark, state_table, before)
+
+    commit = tagged_write(spark, state_table, {**metadata, "target": "state"}, write)
     metrics = commit["metrics"] if commit else {}
-    summary.stateTableVersion = commit["version"] if commit else before
+    summary.stateTableVersion = commit["version"] if commit else table_version(spark, state_table)
     summary.stateInserted = metrics.get("numTargetRowsInserted", 0)
     summary.stateUpdated = metrics.get("numTargetRowsUpdated", 0)
 

@@ -1,5 +1,5 @@
-"""Orchestration decisions for the blob pipeline, pure: what is ready, how to batch it,
-how far the checkpoint may advance. Used by the Airflow sensor and DAG tasks.
+"""Orchestration decisions for the blob pipeline: what is ready, which windows a run asks for, how to
+batch them. Used by the Airflow sensor and DAG tasks (how far a checkpoint moves: :mod:`lakefeed.progress`).
 """
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from lakefeed.blob.feed import ChangeFeed
-from lakefeed.blob.plan import is_ready
+from lakefeed.blob.plan import is_ready, windows_in_range
 from lakefeed.blob.timegrid import HOUR, WindowGrid, format_time, parse_time
-from lakefeed.errors import FeedConfigError, FeedCorruptError
-from lakefeed.progress import advance
+from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyError
 
 
 @dataclass(frozen=True)
@@ -83,26 +82,25 @@ def batches_of(windows: list[datetime], windows_per_batch: int) -> list[Batch]:
 
 
 def backfill_windows(grid_minute: int, start: datetime, end: datetime, last_consumable: datetime) -> list[datetime]:
-    """Exactly the windows of a backfill range, all of which must be ready."""
-    grid = WindowGrid(grid_minute)
-    for name, moment in (("window_start", start), ("window_end", end)):
-        if not grid.contains_start(moment):
-            raise FeedConfigError(f"{name} {format_time(moment)} is not on the feed's grid (minute {grid_minute:02d})")
-    if end <= start:
-        raise FeedConfigError(f"window_end {format_time(end)} must be after window_start {format_time(start)}")
-    windows = grid.windows(start, end)
+    """Exactly the windows of a backfill range ``[start, end)``, both on the grid, all ready."""
+    return _all_ready(windows_in_range(WindowGrid(grid_minute), start, end), last_consumable, "backfill")
+
+
+def interval_windows(grid_minute: int, start: datetime, end: datetime, last_consumable: datetime) -> list[datetime]:
+    """The grid windows that start in an Airflow data interval ``[start, end)``: what one of Airflow's
+    Backfill runs re-processes (with an hourly schedule, exactly one). All must be ready."""
+    return _all_ready(WindowGrid(grid_minute).windows(start, end), last_consumable,
+                      f"backfill run for {format_time(start)} .. {format_time(end)}")
+
+
+def _all_ready(windows: list[datetime], last_consumable: datetime, what: str) -> list[datetime]:
     late = [w for w in windows if not is_ready(w, last_consumable)]
     if late:
-        raise FeedConfigError(
-            f"backfill asks for {len(late)} window(s) not ready yet (first {format_time(late[0])}); "
-            f"lastConsumable is {format_time(last_consumable)}"
+        raise WindowNotReadyError(
+            f"the {what} asks for {len(late)} window(s) not ready yet (first {format_time(late[0])}); "
+            f"lastConsumable is {format_time(last_consumable)} and window T needs lastConsumable >= T + 1h"
         )
     return windows
-
-
-def advance_watermark(watermark: datetime | None, batches: list[Batch], succeeded: set[int]) -> datetime | None:
-    """The watermark after a run: over the contiguous prefix of finished batches, never backwards."""
-    return advance(watermark, [(b.start, b.end) for b in batches], succeeded)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.cdf.log import ChangeDataError, DeltaLog, check_range
+from lakefeed.cdf.log import check_range
+from lakefeed.deltalog import DeltaLog
 from lakefeed.cdf.transforms import (
     CDF_COLUMNS,
     DELETED_COLUMN,
@@ -32,8 +33,8 @@ from lakefeed.cdf.transforms import (
     snapshot_rows,
     to_target_rows,
 )
-from lakefeed.delta import commit_metadata, commit_since, ensure_table, table_location, table_version
-from lakefeed.errors import FeedConfigError
+from lakefeed.delta import ensure_table, table_location, table_version, tagged_write
+from lakefeed.errors import ChangeDataError, FeedConfigError
 from lakefeed.storage import Store
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class CdfSummary:
     endingVersion: int
     latestVersion: int
     mode: str = "changes"
+    sourceTableId: str | None = None
     rowsRead: int = 0
     keysChanged: int = 0
     inserted: int = 0
@@ -109,7 +111,7 @@ def run(spark: SparkSession, source: str, target: str, keys: list[str], start: i
     check_range(delta_log, start, end)
     latest = delta_log.latest_version()
     summary = CdfSummary(source=source, target=target, startingVersion=start, endingVersion=end,
-                         latestVersion=latest, lagVersions=latest - end)
+                         latestVersion=latest, lagVersions=latest - end, sourceTableId=delta_log.table_id())
     base = _target_base_version(target)
     if base is not None and end <= base:
         log.info("target was rebuilt at source version %d: range [%d, %d] is already in it", base, start, end)
@@ -148,20 +150,26 @@ def _vacuumed(exc: Exception, source: str, start: int, end: int) -> ChangeDataEr
 
 def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], summary: CdfSummary,
            metadata: dict) -> list[str]:
+    """Create the target or add the source's new columns, then the version-guarded MERGE; each step
+    retried when a concurrent run commits first (both are idempotent)."""
     from delta.tables import DeltaTable
 
-    table = ensure_table(spark, target, rows.schema, properties={"delta.enableChangeDataFeed": "true"})
-    added = _add_new_columns(spark, target, table.toDF().columns, rows)
-    if added:
-        table = DeltaTable.forPath(spark, target)  # a DeltaTable is bound to the schema it was created with
+    added: list[str] = []
+
+    def prepare() -> None:
+        table = ensure_table(spark, target, rows.schema, properties={"delta.enableChangeDataFeed": "true"})
+        added[:] = _add_new_columns(spark, target, table.toDF().columns, rows)
+
+    tagged_write(spark, target, {**metadata, "step": "schema"}, prepare)
     if summary.keysChanged == 0:
+        summary.targetVersion = table_version(spark, target)
         return added
     on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
     newer = f"s.{VERSION_COLUMN} > t.{VERSION_COLUMN}"
-    before = table_version(spark, target)
-    with commit_metadata(spark, metadata):
+
+    def write() -> None:
         (
-            table.alias("t")
+            DeltaTable.forPath(spark, target).alias("t")
             .merge(rows.alias("s"), on)
             .whenMatchedUpdate(condition=f"{newer} AND s.{DELETED_COLUMN}",
                                set={VERSION_COLUMN: f"s.{VERSION_COLUMN}", TARGET_COLUMNS[1]: f"s.{TARGET_COLUMNS[1]}",
@@ -170,12 +178,13 @@ def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], s
             .whenNotMatchedInsertAll()  # a delete seen first is kept as a tombstone
             .execute()
         )
-    commit = commit_since(spark, target, before)
+
+    commit = tagged_write(spark, target, metadata, write)
     if commit is not None:
         summary.targetVersion = commit["version"]
         _count_effects(spark, target, commit["version"], keys, summary)
     else:
-        summary.targetVersion = before
+        summary.targetVersion = table_version(spark, target)
     summary.unchanged = summary.keysChanged - summary.inserted - summary.updated - summary.deleted
     return added
 
@@ -212,7 +221,8 @@ def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str],
                  columns: list[str] | None = None) -> CdfSummary:
     """Rebuild the target from a snapshot of the source at ``version`` (default: latest)."""
     source, target = table_location(source), table_location(target)
-    latest = DeltaLog(Store(source)).latest_version()
+    source_log = DeltaLog(Store(source))
+    latest = source_log.latest_version()
     if latest is None:
         raise ChangeDataError(f"{source} is not a Delta table")
     version = latest if version is None else version
@@ -225,15 +235,13 @@ def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str],
     snapshot = spark.read.format("delta").option("versionAsOf", version).load(source)
     selected = _columns(snapshot.columns, keys, columns)
     rows = snapshot_rows(snapshot, selected, version, timestamp)
-    with commit_metadata(spark, {"pipeline": PIPELINE, "source": source, "fullRefreshVersion": version}):
-        (
-            rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-            .save(target)
-        )
+    tagged_write(spark, target, {"pipeline": PIPELINE, "source": source, "fullRefreshVersion": version},
+                 lambda: rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target))
     spark.sql(f"ALTER TABLE delta.`{target}` SET TBLPROPERTIES ('{BASE_VERSION_PROPERTY}' = '{version}', "
               f"'delta.enableChangeDataFeed' = 'true')")
     summary = CdfSummary(source=source, target=target, startingVersion=version, endingVersion=version,
-                         latestVersion=latest, mode="full-refresh", lagVersions=latest - version)
+                         latestVersion=latest, mode="full-refresh", lagVersions=latest - version,
+                         sourceTableId=source_log.table_id())
     summary.inserted = spark.read.format("delta").load(target).count()
     summary.targetVersion = table_version(spark, target)
     return summary

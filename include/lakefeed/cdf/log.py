@@ -1,4 +1,4 @@
-"""JVM-free reading of a Delta table's ``_delta_log``: versions, change data feed enablement, schemas.
+"""Which version ranges of a source can be read as change data: CDF enablement and schema changes.
 
 Sensors and planning use this to decide without starting Spark; the job uses
 it to refuse, with an actionable message, ranges that cannot be read.
@@ -7,19 +7,12 @@ it to refuse, with an actionable message, ranges that cannot be read.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
-from lakefeed.errors import FeedError
-from lakefeed.storage import Store
+from lakefeed.deltalog import LOG_DIR, DeltaLog
+from lakefeed.errors import ChangeDataError
 
-LOG_DIR = "_delta_log"
-_COMMIT = re.compile(r"^(\d{20})\.json$")
 CDF_PROPERTY = "delta.enableChangeDataFeed"
-
-
-class ChangeDataError(FeedError):
-    """A version range whose change data cannot be read as asked; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -32,55 +25,6 @@ class SchemaChange:
     @property
     def additive(self) -> bool:
         return not (self.removed or self.retyped)
-
-
-class DeltaLog:
-    """The transaction log of the Delta table at ``store``'s root."""
-
-    def __init__(self, store: Store):
-        self.store = store
-
-    def commit_versions(self) -> list[int]:
-        versions = []
-        for entry in self.store.list(LOG_DIR):
-            m = _COMMIT.match(entry.name)
-            if m:
-                versions.append(int(m.group(1)))
-        return sorted(versions)
-
-    def latest_version(self) -> int | None:
-        """Newest committed version, or None when there is no Delta table at the root."""
-        versions = self.commit_versions()
-        return versions[-1] if versions else None
-
-    def actions(self, version: int) -> list[dict]:
-        path = f"{LOG_DIR}/{version:020d}.json"
-        try:
-            raw = self.store.read_bytes(path)
-        except FileNotFoundError:
-            raise ChangeDataError(f"{self.store.url(path)} does not exist (removed by log cleanup?)") from None
-        try:
-            return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ChangeDataError(f"{self.store.url(path)}: malformed commit ({exc})") from None
-
-    def metadata_changes(self, first: int, last: int) -> list[tuple[int, dict]]:
-        """``metaData`` actions committed in versions ``first..last``."""
-        return [
-            (version, action["metaData"])
-            for version in range(first, last + 1)
-            for action in self.actions(version)
-            if "metaData" in action
-        ]
-
-    def table_state(self, version: int | None = None) -> tuple[dict[str, str], list[dict]]:
-        """Table properties and schema fields as of ``version``, default the latest (delta-rs reads
-        checkpoints for us)."""
-        from deltalake import DeltaTable
-
-        table = DeltaTable(self.store.root, version=version)
-        metadata = table.metadata()
-        return dict(metadata.configuration or {}), json.loads(table.schema().to_json())["fields"]
 
 
 def cdf_enabled(properties: dict[str, str]) -> bool:

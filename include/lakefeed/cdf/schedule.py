@@ -1,11 +1,11 @@
-"""Orchestration decisions for Delta CDF pipelines, pure: which version ranges, how far to advance."""
+"""Orchestration decisions for Delta CDF pipelines, pure: which version ranges a run applies
+(how far a checkpoint moves: :mod:`lakefeed.progress`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from lakefeed.errors import FeedConfigError
-from lakefeed.progress import advance
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,3 @@ def split_range(start: int, end: int, versions_per_job: int) -> list[VersionRang
     if start < 0 or end < start:
         raise FeedConfigError(f"invalid version range {start}..{end}")
     return [VersionRange(s, min(s + versions_per_job - 1, end)) for s in range(start, end + 1, versions_per_job)]
-
-
-def advance_applied(applied: int | None, ranges: list[VersionRange], succeeded: set[int]) -> int | None:
-    """The applied version after a run: over the contiguous prefix of finished ranges, never backwards."""
-    position = advance(None if applied is None else applied + 1,
-                       [(r.start, r.end + 1) for r in ranges], succeeded)
-    return None if position is None else position - 1

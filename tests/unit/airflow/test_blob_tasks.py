@@ -1,98 +1,208 @@
-"""Planning and checkpoint commit of the blob DAG, on a real generated feed and real summary files."""
+"""Planning and checkpoint commit of the blob DAG, on a real generated feed, real summary files, real
+Delta logs (written by delta-rs) and the real compare-and-set store over a file cell."""
 
 import json
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
 from lakefeed.blob.generator import FeedSpec, generate_feed  # noqa: E402
+from lakefeed.blob.timegrid import parse_time  # noqa: E402
 from lakefeed.checkpoint import BlobCheckpoint  # noqa: E402
 from lakefeed.config import BlobPipelineConfig  # noqa: E402
-from lakefeed.errors import FeedConfigError, FeedCorruptError  # noqa: E402
+from lakefeed.errors import (  # noqa: E402
+    CheckpointMismatchError,
+    ConfigError,
+    FeedConfigError,
+    FeedCorruptError,
+    WindowNotReadyError,
+)
 from lakefeed_airflow import blob_tasks  # noqa: E402
+from lakefeed_airflow.runs import RunContext  # noqa: E402
+from tests.cells import file_store  # noqa: E402
+
+DAG = "blob_changefeed_to_delta"
 
 
-class DictStore:
-    """The checkpoint store's interface over a dict (Airflow Variables are covered by the DAG test)."""
-
-    def __init__(self, checkpoint=BlobCheckpoint()):
-        self.saved = [checkpoint]
-
-    def load(self):
-        return self.saved[-1]
-
-    def save(self, checkpoint):
-        self.saved.append(checkpoint)
+def run(run_id="scheduled__1", run_type="scheduled", start=None, end=None):
+    return RunContext(DAG, run_id, run_type, parse_time(start) if start else None, parse_time(end) if end else None)
 
 
 @pytest.fixture
 def config(tmp_path):
     generate_feed(tmp_path / "feed", FeedSpec(hours=5, events_per_hour=10, gap_hours=()))  # lastConsumable 04:10
-    return BlobPipelineConfig(feed_root=str(tmp_path / "feed"), events_table="e", state_table="s",
-                              run_dir=str(tmp_path / "runs"), windows_per_batch=2, max_windows_per_run=5)
+    return BlobPipelineConfig(feed_root=str(tmp_path / "feed"), events_table=str(tmp_path / "events"),
+                              state_table=str(tmp_path / "state"), run_dir=str(tmp_path / "runs"),
+                              windows_per_batch=2, max_windows_per_run=5)
+
+
+@pytest.fixture
+def store(tmp_path):
+    return file_store(tmp_path / "cp", BlobCheckpoint)
+
+
+def finish(planned, index, **extra):
+    """What a job leaves after its MERGEs committed: a summary naming its windows."""
+    batch = blob_tasks.Batch.from_dict(planned["batches"][index])
+    summary = {"windows": blob_tasks._windows_of(batch), "eventsInserted": 1, **extra}
+    (Path(planned["runFolder"]) / f"{index}.json").write_text(json.dumps(summary))
+
+
+def make_tables(config):
+    from deltalake import write_deltalake
+
+    for table in (config.events_table, config.state_table):
+        write_deltalake(table, pa.table({"id": [1]}))
 
 
 def test_first_plan_batches_every_ready_window_up_to_the_cap(config):
-    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, "scheduled__1")
-    assert planned["mode"] == "scheduled" and planned["windows"] == 5
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run())
+    assert planned["kind"] == "scheduled" and planned["windows"] == 5 and planned["gridMinute"] == 10
+    assert planned["origin"] == "2025-12-31T23:10:00Z" and planned["feed"] == f"file://{config.feed_root}"
     assert planned["batches"] == [
         {"start": "2025-12-31T23:10:00Z", "end": "2026-01-01T01:10:00Z"},
         {"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T03:10:00Z"},
         {"start": "2026-01-01T03:10:00Z", "end": "2026-01-01T04:10:00Z"},
     ]
+    folder = Path(planned["runFolder"])
+    assert folder.parent == Path(config.run_dir) / DAG / "scheduled__1" and folder.is_dir()
     args = blob_tasks.job_arguments(config, planned)
     assert args[1][:6] == ["--feed-root", config.feed_root, "--window-start", "2026-01-01T01:10:00Z",
                            "--window-end", "2026-01-01T03:10:00Z"]
-    assert args[1][-4:] == ["--decoder", "auto", "--summary-json", str(Path(planned["runFolder"]) / "1.json")]
+    assert args[1][-4:] == ["--decoder", "auto", "--summary-json", str(folder / "1.json")]
+    # Planning the same run again gets a new folder: summaries of the earlier plan are never credited.
+    assert blob_tasks.plan(config, BlobCheckpoint(), {}, run())["runFolder"] != planned["runFolder"]
 
 
 def test_plan_resumes_from_the_watermark_and_refuses_a_regressing_feed(config):
-    checkpoint = BlobCheckpoint(watermark=blob_tasks.parse_time("2026-01-01T03:10Z"),
-                                last_consumable=blob_tasks.parse_time("2026-01-01T04:10Z"))
-    assert blob_tasks.plan(config, checkpoint, {}, "r")["batches"] == [
+    checkpoint = BlobCheckpoint(watermark=parse_time("2026-01-01T03:10Z"), last_consumable=parse_time("2026-01-01T04:10Z"))
+    assert blob_tasks.plan(config, checkpoint, {}, run())["batches"] == [
         {"start": "2026-01-01T03:10:00Z", "end": "2026-01-01T04:10:00Z"}]
-    ahead = BlobCheckpoint(watermark=checkpoint.watermark, last_consumable=blob_tasks.parse_time("2026-01-02T00:10Z"))
+    ahead = BlobCheckpoint(watermark=checkpoint.watermark, last_consumable=parse_time("2026-01-02T00:10Z"))
     with pytest.raises(FeedCorruptError, match="moved backwards"):
-        blob_tasks.plan(config, ahead, {}, "r")
+        blob_tasks.plan(config, ahead, {}, run())
 
 
-def test_backfill_plan_is_exactly_the_range(config):
+def test_backfill_plan_is_exactly_the_range_and_bad_params_are_refused(config):
     planned = blob_tasks.plan(config, BlobCheckpoint(), {"window_start": "2026-01-01T00:10Z",
-                                                         "window_end": "2026-01-01T01:10:00Z"}, "manual__1")
-    assert planned["mode"] == "backfill" and planned["batches"] == [
+                                                         "window_end": "2026-01-01T01:10:00Z"}, run("manual__1", "manual"))
+    assert planned["kind"] == "backfill" and planned["batches"] == [
         {"start": "2026-01-01T00:10:00Z", "end": "2026-01-01T01:10:00Z"}]
-    with pytest.raises(FeedConfigError, match="both window_start and window_end"):
-        blob_tasks.plan(config, BlobCheckpoint(), {"window_start": "2026-01-01T00:10Z"}, "m")
-    with pytest.raises(FeedConfigError, match="not ready"):
+    cases = [
+        ({"window_start": "2026-01-01T00:10Z"}, ConfigError, "both window_start and window_end"),
+        ({"window_end": "2026-01-01T00:10Z"}, ConfigError, "both window_start and window_end"),
+        ({"window_start": "yesterday", "window_end": "2026-01-01T01:10Z"}, ConfigError, "window_start='yesterday'"),
+        ({"window_start": "2026-01-01T02:10Z", "window_end": "2026-01-01T01:10Z"}, ConfigError, "must be after"),
+        ({"window_start": "2026-01-01T00:00Z", "window_end": "2026-01-01T01:10Z"}, FeedConfigError, "minute 10"),
+        ({"window_start": "2026-01-01T00:10Z", "window_end": "2026-01-01T09:10Z"}, WindowNotReadyError, "not ready"),
+        ({"window_start": "2026-01-01T00:10Z", "window_end": "2026-01-01T01:10Z", "reset_checkpoint": True},
+         ConfigError, "not both"),
+    ]
+    for params, error, message in cases:
+        with pytest.raises(error, match=message):
+            blob_tasks.plan(config, BlobCheckpoint(), params, run("manual__2", "manual"))
+
+
+def test_an_airflow_backfill_run_re_processes_the_window_of_its_data_interval(config):
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("backfill__1", "backfill", "2026-01-01T01:00Z",
+                                                                "2026-01-01T02:00Z"))
+    assert planned["kind"] == "backfill" and planned["batches"] == [
+        {"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T02:10:00Z"}]
+    with pytest.raises(WindowNotReadyError, match="not ready"):
+        blob_tasks.plan(config, BlobCheckpoint(), {}, run("b", "backfill", "2026-01-01T04:00Z", "2026-01-01T05:00Z"))
+    with pytest.raises(ConfigError, match="one of Airflow's Backfill runs"):
         blob_tasks.plan(config, BlobCheckpoint(), {"window_start": "2026-01-01T00:10Z",
-                                                   "window_end": "2026-01-01T09:10Z"}, "m")
+                                                   "window_end": "2026-01-01T01:10Z"},
+                        run("b", "backfill", "2026-01-01T01:00Z", "2026-01-01T02:00Z"))
 
 
-def test_commit_advances_over_the_finished_prefix_then_fails(config):
-    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, "scheduled__2")
-    folder = Path(planned["runFolder"])
+def test_commit_advances_over_the_finished_prefix_then_completes_on_retry(config, store):
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__2"))
     for index in (0, 2):  # batch 1 failed: batch 2's success must not move the checkpoint past it
-        (folder / f"{index}.json").write_text(json.dumps({"eventsInserted": 7, "seconds": {"merge": 1.5}}))
-    store = DictStore()
+        finish(planned, index, seconds={"merge": 1.5})
+    Path(planned["runFolder"], "1.refused.json").write_text(json.dumps({"error": "FeedCorruptError: x.avro: bad"}))
     with pytest.raises(RuntimeError, match="1 of 3 batch"):
         blob_tasks.commit(store, planned, "scheduled__2")
-    assert store.load().watermark == blob_tasks.parse_time("2026-01-01T01:10Z")
+    first = store.load()
+    assert first.watermark == parse_time("2026-01-01T01:10Z") and first.feed == planned["feed"]
+    assert first.generation == 1 and first.grid_minute == 10
 
-    (folder / "1.json").write_text(json.dumps({"eventsInserted": 1}))
+    finish(planned, 1)
     report = blob_tasks.commit(store, planned, "scheduled__2 retry")
-    assert report["eventsInserted"] == 15 and report["batchesFailed"] == []
+    assert report["eventsInserted"] == 3 and report["batchesFailed"] == []
     assert report["watermark"] == "2026-01-01T04:10:00Z" and report["lagHours"] == 0
-    assert store.load().updated_by == "scheduled__2 retry"
+    assert store.load().updated_by == "scheduled__2 retry" and store.load().generation == 2
 
 
-def test_commit_of_a_backfill_never_moves_the_checkpoint_back(config):
-    store = DictStore(BlobCheckpoint(watermark=blob_tasks.parse_time("2026-01-01T04:10Z"),
-                                     last_consumable=blob_tasks.parse_time("2026-01-01T04:10Z")))
-    planned = blob_tasks.plan(config, store.load(), {"window_start": "2026-01-01T00:10Z",
-                                                     "window_end": "2026-01-01T02:10Z"}, "manual__3")
-    (Path(planned["runFolder"]) / "0.json").write_text("{}")
-    blob_tasks.commit(store, planned, "manual__3")
-    assert len(store.saved) == 1  # nothing written
+def test_a_refused_batch_is_reported_with_its_reason(config, store):
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run())
+    Path(planned["runFolder"], "0.refused.json").write_text(json.dumps({"error": "FeedCorruptError: x.avro: bad"}))
+    with pytest.raises(RuntimeError, match="3 of 3 batch.*refused.*x.avro"):
+        blob_tasks.commit(store, planned, "r")
+    # Nothing finished, but a first scheduled run records where the feed starts.
+    assert store.load().watermark == parse_time("2025-12-31T23:10Z")
+
+
+def test_a_summary_of_other_windows_is_not_credited(config, store):
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run())
+    Path(planned["runFolder"], "0.json").write_text(json.dumps({"windows": ["2026-01-01T03:10:00Z"]}))
+    with pytest.raises(RuntimeError, match="3 of 3"):
+        blob_tasks.commit(store, planned, "r")
+    assert store.load().watermark == parse_time("2025-12-31T23:10Z")
+
+
+@pytest.mark.parametrize("stored", [None, "2026-01-01T04:10Z"])
+def test_a_backfill_never_creates_nor_moves_the_checkpoint(config, store, stored):
+    if stored:
+        store.update(lambda cp: cp.moved(watermark=parse_time(stored), last_consumable=parse_time(stored)))
+    before = store.load()
+    planned = blob_tasks.plan(config, before, {"window_start": "2026-01-01T01:10Z",
+                                               "window_end": "2026-01-01T03:10Z"}, run("manual__3", "manual"))
+    finish(planned, 0)
+    report = blob_tasks.commit(store, planned, "manual__3")
+    assert store.load() == before and report["checkpointMoved"] is False
+    assert report["watermark"] == (None if stored is None else "2026-01-01T04:10:00Z")
+
+
+def test_a_checkpoint_of_another_feed_stops_scheduled_runs_until_a_reset(config, store, tmp_path):
+    other = BlobCheckpoint(watermark=parse_time("2026-01-01T02:10Z"), feed="azure://acct/$blobchangefeed")
+    with pytest.raises(CheckpointMismatchError, match="belongs to the feed azure://acct.*reset_checkpoint=true"):
+        blob_tasks.plan(config, other, {}, run())
+    store.update(lambda cp: other.moved(generation=1))
+    planned = blob_tasks.plan(config, store.load(), {"reset_checkpoint": True}, run("manual__4", "manual"))
+    assert planned["kind"] == "reset" and planned["batches"][0]["start"] == "2025-12-31T23:10:00Z"
+    finish(planned, 0)
+    with pytest.raises(RuntimeError, match="2 of 3"):
+        blob_tasks.commit(store, planned, "manual__4")
+    reset = store.load()
+    assert reset.feed == planned["feed"] and reset.watermark == parse_time("2026-01-01T01:10Z")
+
+
+def test_targets_dropped_or_recreated_behind_the_checkpoint_are_refused(config, store):
+    import shutil
+
+    from deltalake import write_deltalake
+
+    make_tables(config)
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run())
+    finish(planned, 0)
+    with pytest.raises(RuntimeError):
+        blob_tasks.commit(store, planned, "r")
+    recorded = store.load()
+    assert set(recorded.targets) == {config.events_table, config.state_table}
+    blob_tasks.plan(config, recorded, {}, run("r2"))  # same tables: fine
+
+    shutil.rmtree(config.state_table)
+    with pytest.raises(CheckpointMismatchError, match=f"state table {config.state_table} holds its work, but there "
+                                                      "is no Delta table there"):
+        blob_tasks.plan(config, recorded, {}, run("r3"))
+    write_deltalake(config.state_table, pa.table({"id": [2]}))
+    with pytest.raises(CheckpointMismatchError, match="dropped and\\s+recreated"):
+        blob_tasks.plan(config, recorded, {}, run("r4"))
+    moved = BlobPipelineConfig(**{**config.__dict__, "events_table": config.events_table + "_v2"})
+    with pytest.raises(CheckpointMismatchError, match="events table is now configured as .*_v2"):
+        blob_tasks.plan(moved, recorded, {}, run("r5"))

@@ -24,14 +24,22 @@ def dagbag(tmp_path_factory):
     def forbidden(*args, **kwargs):
         raise AssertionError("I/O at DAG parse time")
 
-    # Parse with storage and Variables booby-trapped: top-level I/O would fail the import.
+    def variable_get(key, *args, **kwargs):
+        VARIABLES_READ.append(key)
+        raise RuntimeError("no metadata database while parsing")
+
+    # Parse with storage booby-trapped (top-level I/O would fail the import) and Variables unreachable:
+    # the only Variables read are the trigger forms' hints, and their failure must not fail the parse.
     originals = (lakefeed.storage.Store.__init__, Variable.get)
     lakefeed.storage.Store.__init__ = forbidden
-    Variable.get = forbidden
+    Variable.get = variable_get
     try:
         return DagBag(dag_folder=str(ROOT / "dags"))
     finally:
         lakefeed.storage.Store.__init__, Variable.get = originals
+
+
+VARIABLES_READ: list[str] = []
 
 
 def test_no_import_errors(dagbag):
@@ -39,10 +47,16 @@ def test_no_import_errors(dagbag):
     assert "blob_changefeed_to_delta" in dagbag.dags
 
 
+def test_only_the_form_hints_read_variables_at_parse_time(dagbag):
+    assert set(VARIABLES_READ) <= {"lakefeed_blob_config", "lakefeed_cdf_config"}
+
+
 def test_every_dag_has_tags_retries_owner_docs_and_limits(dagbag):
     for dag_id, dag in dagbag.dags.items():
         assert dag.tags, dag_id
         assert dag.doc_md, dag_id
+        assert dag.description and "\n" not in dag.description, dag_id
+        assert dag.dagrun_timeout.total_seconds() == 360 * 60, dag_id
         assert dag.max_active_runs == 1, dag_id
         assert dag.catchup is False, dag_id
         assert dag.default_args.get("owner") and dag.default_args.get("retries", 0) >= 1, dag_id
@@ -55,7 +69,8 @@ def test_blob_dag_shape(dagbag):
     assert dag.task_dict["wait_for_ready_window"].deferrable is True
     assert dag.task_dict["commit_checkpoint"].trigger_rule == "all_done"
     assert dag.task_dict["ingest_windows"].pool == "lakefeed_spark"
-    assert set(dag.params) == {"window_start", "window_end"}
+    assert set(dag.params) == {"window_start", "window_end", "reset_checkpoint"}
+    assert dag.task_dict["plan_windows"].retries == 1 and dag.task_dict["commit_checkpoint"].retries == 0
 
 
 def test_cdf_dag_shape(dagbag):
@@ -83,3 +98,54 @@ def test_plugin_files_are_not_loaded_as_top_level_modules():
     env = {**os.environ, "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins")}
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stderr[-2000:]
+
+
+def resolve(param, value):
+    from airflow.sdk.definitions.param import Param
+
+    return Param(value, **param.schema).resolve()
+
+
+@pytest.mark.parametrize("value", ["yesterday", "2026-01-01", "2026-01-01T00:10:30Z", "2026-13-01T00:10Z"])
+def test_the_blob_form_refuses_malformed_times_at_trigger_time(dagbag, value):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    with pytest.raises(ParamValidationError):
+        resolve(dagbag.dags["blob_changefeed_to_delta"].params.get_param("window_start"), value)
+
+
+def test_the_blob_form_accepts_grid_times_and_knows_the_grid_minute_once_recorded(dagbag):
+    from airflow.sdk.exceptions import ParamValidationError
+    from lakefeed_airflow.forms import blob_params
+
+    param = dagbag.dags["blob_changefeed_to_delta"].params.get_param("window_start")
+    for value in ("2026-01-01T00:10:00Z", "2026-01-01T00:10Z", "2026-01-01T00:10:00+00:00", None, ""):
+        assert resolve(param, value) == value
+    hinted = blob_params(10)["window_start"]
+    assert "minute 10" in hinted.description
+    assert resolve(hinted, "2026-01-01T05:10:00Z") == "2026-01-01T05:10:00Z"
+    with pytest.raises(ParamValidationError):
+        resolve(hinted, "2026-01-01T05:00:00Z")  # off the feed's grid: refused before a run exists
+
+
+def test_the_cdf_form_refuses_negative_versions_and_unknown_pipelines(dagbag):
+    from airflow.sdk.exceptions import ParamValidationError
+    from lakefeed_airflow.forms import cdf_params
+
+    params = dagbag.dags["delta_cdf_to_delta"].params
+    with pytest.raises(ParamValidationError):
+        resolve(params.get_param("starting_version"), -1)
+    hinted = cdf_params(["orders", "customers"])["pipeline"]
+    assert resolve(hinted, "orders") == "orders" and resolve(hinted, None) is None
+    with pytest.raises(ParamValidationError):
+        resolve(hinted, "order")
+
+
+def test_sensor_and_operator_inputs_are_templated_constructor_arguments(dagbag):
+    blob = dagbag.dags["blob_changefeed_to_delta"]
+    sensor = blob.task_dict["wait_for_ready_window"]
+    assert {"feed_root", "checkpoint_variable", "wasb_conn_id", "start_from"} <= set(sensor.template_fields)
+    assert sensor.feed_root == "{{ lakefeed.blob.feed_root }}"
+    ingest = blob.task_dict["ingest_windows"]
+    assert {"wasb_conn_id", "extra_conf", "timeout_minutes"} <= set(ingest.partial_kwargs) | set(
+        ingest.operator_class.template_fields)

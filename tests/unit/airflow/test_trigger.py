@@ -14,17 +14,19 @@ from lakefeed.blob.timegrid import format_time  # noqa: E402
 from lakefeed_airflow.triggers import ChangeFeedReadyTrigger  # noqa: E402
 
 
-def make(feed_root, watermark=None, seen=None, deadline_in=60.0):
+def make(feed_root, watermark=None, seen=None, deadline_in=60.0, feed_identity=None):
     deadline = format_time(datetime.now(timezone.utc) + timedelta(seconds=deadline_in))
     return ChangeFeedReadyTrigger(feed_root=str(feed_root), watermark=watermark, last_consumable_seen=seen,
-                                  start_from=None, deadline=deadline, poke_interval=0.05)
+                                  start_from=None, deadline=deadline, poke_interval=0.05, feed_identity=feed_identity,
+                                  checkpoint_variable="cp")
 
 
 def test_serialize_is_exact_and_round_trips():
     trigger = ChangeFeedReadyTrigger(feed_root="az://$blobchangefeed", wasb_conn_id="wasb_feed",
                                      watermark="2026-01-01T02:10:00Z",
                                      last_consumable_seen="2026-01-01T03:10:00Z", start_from=None,
-                                     deadline="2026-01-01T05:00:00Z", poke_interval=30.0)
+                                     deadline="2026-01-01T05:00:00Z", poke_interval=30.0,
+                                     feed_identity="azure://acct/$blobchangefeed", checkpoint_variable="cp")
     classpath, kwargs = trigger.serialize()
     assert classpath == "lakefeed_airflow.triggers.ChangeFeedReadyTrigger"
     assert kwargs == {
@@ -33,6 +35,8 @@ def test_serialize_is_exact_and_round_trips():
         "watermark": "2026-01-01T02:10:00Z",
         "last_consumable_seen": "2026-01-01T03:10:00Z",
         "start_from": None,
+        "feed_identity": "azure://acct/$blobchangefeed",
+        "checkpoint_variable": "cp",
         "deadline": "2026-01-01T05:00:00Z",
         "poke_interval": 30.0,
     }
@@ -66,16 +70,23 @@ def test_times_out_when_nothing_is_ready(feed):
     assert event["status"] == "timeout" and event["nextWindow"] == "2026-01-01T02:10:00Z"
 
 
-def test_regressing_last_consumable_is_an_error(feed):
+def test_regressing_last_consumable_is_refused(feed):
     event = first_event(make(feed, watermark="2026-01-01T01:10:00Z", seen="2026-01-01T05:10:00Z"))
-    assert event["status"] == "error"
+    assert event["status"] == "refused"
     assert "lastConsumable moved backwards" in event["message"] and "meta/Segments.json" in event["message"]
+
+
+def test_a_checkpoint_of_another_feed_is_refused(feed):
+    event = first_event(make(feed, watermark="2026-01-01T01:10:00Z", feed_identity="azure://acct/$blobchangefeed"))
+    assert event["status"] == "refused" and "belongs to the feed azure://acct/$blobchangefeed" in event["message"]
+    assert first_event(make(feed, watermark="2026-01-01T01:10:00Z", feed_identity=f"file://{feed}"))["ready"]
 
 
 def test_delta_version_trigger_serialize_is_exact_and_round_trips():
     from lakefeed_airflow.triggers import DeltaVersionTrigger
 
-    sources = [{"name": "orders", "source_table": "/src", "applied_version": 7}]
+    sources = [{"name": "orders", "source_table": "/src", "checkpoint_variable": "cp", "applied_version": 7,
+                "source_table_id": "3f1c"}]
     trigger = DeltaVersionTrigger(sources=sources, deadline="2026-01-01T05:00:00Z", poke_interval=15.0)
     classpath, kwargs = trigger.serialize()
     assert classpath == "lakefeed_airflow.triggers.DeltaVersionTrigger"

@@ -4,7 +4,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakefeed.cdf.log import ChangeDataError, DeltaLog, check_range
+from lakefeed.cdf.log import check_range
+from lakefeed.deltalog import DeltaLog
+from lakefeed.errors import ChangeDataError
 from lakefeed.storage import Store
 
 CDF_ON = {"delta.enableChangeDataFeed": "true"}

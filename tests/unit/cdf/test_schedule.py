@@ -1,6 +1,6 @@
 import pytest
 
-from lakefeed.cdf.schedule import VersionRange, advance_applied, pending_ranges, split_range
+from lakefeed.cdf.schedule import VersionRange, pending_ranges, split_range
 from lakefeed.errors import FeedConfigError
 
 
@@ -18,18 +18,3 @@ def test_split_range_rejects_nonsense():
         split_range(5, 4, 2)
     with pytest.raises(FeedConfigError):
         split_range(0, 4, 0)
-
-
-R = [VersionRange(5, 7), VersionRange(8, 10), VersionRange(11, 12)]
-
-
-@pytest.mark.parametrize("applied, succeeded, expected", [
-    (4, {0, 1, 2}, 12),
-    (4, {0, 2}, 7),        # stops at the first unfinished range
-    (4, {1, 2}, 4),
-    (None, {0}, 7),        # first run: the prefix starts at the first range
-    (None, set(), None),
-    (20, {0, 1, 2}, 20),   # a backfill behind the checkpoint never moves it back
-])
-def test_advance_applied(applied, succeeded, expected):
-    assert advance_applied(applied, R, succeeded) == expected

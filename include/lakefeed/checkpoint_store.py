@@ -1,0 +1,110 @@
+"""Compare-and-set writes of a checkpoint document kept in a text cell (an Airflow Variable).
+
+Airflow Variables have no conditional update, so two commit steps that both
+read, change and write one could lose an update, or undo a reset. Every
+lakefeed writer therefore changes a checkpoint through :meth:`CheckpointStore.update`:
+
+1. it takes an exclusive lock on ``<lock_dir>/<cell>.lock`` (``flock``: held by
+   one process at a time on every host that shares the folder; released by the
+   kernel if the process dies, so it cannot go stale);
+2. reads the stored document and computes the new one from it (never from a
+   value read earlier in the run);
+3. reads the cell again right before writing and writes only if it still holds
+   what step 2 read: a writer that bypassed the lock (a hand edit, a worker
+   with another lock folder) makes it start over from the new value, and after
+   ``attempts`` such conflicts it gives up without writing anything.
+
+The lock folder is the pipeline's ``run_dir``, which every worker must share already.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import re
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, Protocol, TypeVar
+
+from lakefeed.errors import CheckpointConflictError
+
+log = logging.getLogger(__name__)
+
+C = TypeVar("C")
+
+
+class TextCell(Protocol):
+    """Where a checkpoint document is kept: an Airflow Variable in production."""
+
+    name: str
+
+    def get(self) -> str | None: ...
+
+    def set(self, text: str) -> None: ...
+
+
+class CheckpointStore:
+    """One checkpoint document of type ``kind`` (``from_json``/``to_json``/``moved``) in ``cell``."""
+
+    def __init__(self, cell: TextCell, kind, lock_dir: str | Path, lock_timeout: float = 300.0):
+        self.cell = cell
+        self.kind = kind
+        self.lock_path = Path(lock_dir) / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', cell.name)}.lock"
+        self.lock_timeout = lock_timeout
+
+    @property
+    def where(self) -> str:
+        return f"Variable {self.cell.name}"
+
+    def load(self):
+        return self.kind.from_json(self.cell.get(), self.where)
+
+    def update(self, change: Callable[[C], C], attempts: int = 5) -> tuple[C, C]:
+        """``(before, after)``: ``change`` applied to the stored checkpoint, written by compare-and-set.
+
+        ``change`` must return its argument unchanged (nothing is written) or a value made with
+        ``.moved(...)``. It may run more than once (after a conflict), so it must be pure.
+        """
+        with self._locked():
+            for attempt in range(1, attempts + 1):
+                text = self.cell.get()
+                before = self.kind.from_json(text, self.where)
+                after = change(before)
+                if after == before:
+                    return before, before
+                if self.cell.get() != text:
+                    log.warning("%s changed while it was being updated (attempt %d of %d); starting over from "
+                                "the new value", self.where, attempt, attempts)
+                    continue
+                self.cell.set(after.to_json())
+                log.info("%s: generation %d -> %d: %s", self.where, before.generation, after.generation,
+                         after.to_json())
+                return before, after
+        raise CheckpointConflictError(
+            f"{self.where} kept changing under this writer ({attempts} attempts); nothing was written. Is "
+            f"something editing it outside the lakefeed DAGs?")
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise CheckpointConflictError(
+                            f"{self.where}: another writer held {self.lock_path} for over {self.lock_timeout:.0f}s; "
+                            f"nothing was written") from None
+                    time.sleep(0.05)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock

@@ -1,0 +1,183 @@
+"""JVM-free reading of a Delta table's ``_delta_log``: versions, commit infos, identity, schemas.
+
+Sensors, planners and commit steps use this to decide without starting Spark:
+which versions exist, which table (``metaData.id``) sits at a path, whether a
+target was restored, which versions were committed in a time interval.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from lakefeed.errors import ChangeDataError
+from lakefeed.storage import Store
+
+LOG_DIR = "_delta_log"
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+# Classic, multi-part and V2 checkpoints: 00..10.checkpoint.parquet, 00..10.checkpoint.0000000001.0000000002.parquet,
+# 00..10.checkpoint.<uuid>.json|parquet (the top-level file holds metaData).
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.[0-9a-f-]+)*\.(parquet|json)$")
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What a Delta table at a path is now: its id, its latest version, and any RESTORE committed
+    after a given version (``(version, restored_to)``; ``restored_to`` None when restored by timestamp)."""
+
+    table_id: str
+    latest_version: int
+    restores: tuple[tuple[int, int | None], ...] = ()
+
+
+class DeltaLog:
+    """The transaction log of the Delta table at ``store``'s root."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    @property
+    def root(self) -> str:
+        return self.store.root
+
+    def commit_versions(self) -> list[int]:
+        versions = []
+        for entry in self.store.list(LOG_DIR):
+            m = _COMMIT.match(entry.name)
+            if m:
+                versions.append(int(m.group(1)))
+        return sorted(versions)
+
+    def latest_version(self) -> int | None:
+        """Newest committed version, or None when there is no Delta table at the root."""
+        versions = self.commit_versions()
+        return versions[-1] if versions else None
+
+    def actions(self, version: int) -> list[dict]:
+        path = f"{LOG_DIR}/{version:020d}.json"
+        try:
+            raw = self.store.read_bytes(path)
+        except FileNotFoundError:
+            raise ChangeDataError(f"{self.store.url(path)} does not exist (removed by log cleanup?)") from None
+        try:
+            return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ChangeDataError(f"{self.store.url(path)}: malformed commit ({exc})") from None
+
+    def commit_info(self, version: int) -> dict:
+        """The ``commitInfo`` action of a commit (empty when the writer recorded none)."""
+        for action in self.actions(version):
+            if "commitInfo" in action:
+                return action["commitInfo"]
+        return {}
+
+    def commit_timestamp(self, version: int) -> int | None:
+        """Milliseconds since the epoch a commit was made at (its in-commit timestamp when enabled)."""
+        info = self.commit_info(version)
+        value = info.get("inCommitTimestamp", info.get("timestamp"))
+        return int(value) if value is not None else None
+
+    def metadata_changes(self, first: int, last: int) -> list[tuple[int, dict]]:
+        """``metaData`` actions committed in versions ``first..last``."""
+        return [
+            (version, action["metaData"])
+            for version in range(first, last + 1)
+            for action in self.actions(version)
+            if "metaData" in action
+        ]
+
+    def table_state(self, version: int | None = None) -> tuple[dict[str, str], list[dict]]:
+        """Table properties and schema fields as of ``version``, default the latest (delta-rs reads
+        checkpoints for us)."""
+        from deltalake import DeltaTable
+
+        table = DeltaTable(self.store.root, version=version)
+        metadata = table.metadata()
+        return dict(metadata.configuration or {}), json.loads(table.schema().to_json())["fields"]
+
+    def table_id(self) -> str | None:
+        """``metaData.id`` of the table at the root: a dropped and recreated table gets a new one.
+        None when there is no Delta table there."""
+        metadata = self.latest_metadata()
+        return None if metadata is None else metadata.get("id")
+
+    def latest_metadata(self) -> dict | None:
+        """The table's current ``metaData`` action: the newest commit that carries one, or else the newest
+        checkpoint's. Reads a few small files, not the table's file list (sensors call this every poll)."""
+        entries = [e.name for e in self.store.list(LOG_DIR)]
+        commits = sorted((int(m.group(1)) for m in map(_COMMIT.match, entries) if m), reverse=True)
+        checkpoints: dict[int, list[str]] = {}
+        for name in entries:
+            m = _CHECKPOINT.match(name)
+            if m:
+                checkpoints.setdefault(int(m.group(1)), []).append(name)
+        if not commits:
+            return None
+        newest_checkpoint = max(checkpoints, default=-1)
+        for version in commits:
+            if version <= newest_checkpoint:
+                break
+            for action in self.actions(version):
+                if "metaData" in action:
+                    return action["metaData"]
+        for name in sorted(checkpoints.get(newest_checkpoint, [])):
+            metadata = self._checkpoint_metadata(name)
+            if metadata is not None:
+                return metadata
+        from deltalake import DeltaTable  # no commit or checkpoint holds it (log cleanup): let delta-rs replay
+
+        return {"id": DeltaTable(self.store.root).metadata().id}
+
+    def _checkpoint_metadata(self, name: str) -> dict | None:
+        raw = self.store.read_bytes(f"{LOG_DIR}/{name}")
+        if name.endswith(".json"):
+            rows = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+        else:
+            import io
+
+            import pyarrow.parquet as pq
+
+            rows = [{"metaData": value} for value in
+                    pq.read_table(io.BytesIO(raw), columns=["metaData"]).column("metaData").to_pylist()]
+        return next((row["metaData"] for row in rows if row.get("metaData")), None)
+
+    def state(self, restores_after: int | None = None) -> TableState | None:
+        """The table's id and latest version, and the RESTOREs committed after version
+        ``restores_after`` (commits already removed by log cleanup are not looked at)."""
+        versions = self.commit_versions()
+        if not versions:
+            return None
+        restores = []
+        if restores_after is not None:
+            for version in (v for v in versions if v > restores_after):
+                info = self.commit_info(version)
+                if info.get("operation") == "RESTORE":
+                    target = (info.get("operationParameters") or {}).get("version")
+                    restores.append((version, int(target) if target not in (None, "") else None))
+        return TableState(table_id=self.table_id(), latest_version=versions[-1], restores=tuple(restores))
+
+    def versions_committed_between(self, start_ms: int, end_ms: int) -> tuple[int, int] | None:
+        """``(first, last)`` of the versions committed in ``[start_ms, end_ms)``, or None when there is
+        none. Two binary searches: like Delta's own time travel, this takes commit timestamps to be
+        non-decreasing along the log."""
+        versions = self.commit_versions()
+        if not versions:
+            return None
+        first = _first_at_or_after(self, versions, start_ms)
+        after = _first_at_or_after(self, versions, end_ms)
+        if first >= after:
+            return None
+        return versions[first], versions[after - 1]
+
+
+def _first_at_or_after(log: DeltaLog, versions: list[int], moment_ms: int) -> int:
+    low, high = 0, len(versions)
+    while low < high:
+        middle = (low + high) // 2
+        stamp = log.commit_timestamp(versions[middle])
+        if stamp is not None and stamp < moment_ms:
+            low = middle + 1
+        else:
+            high = middle
+    return low

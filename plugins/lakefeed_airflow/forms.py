@@ -1,0 +1,108 @@
+"""The DAGs' trigger forms: params validated by Airflow when a run is triggered.
+
+Airflow checks each param against its JSON schema at trigger time, so a
+malformed time, an off-grid minute, a negative version or an unknown pipeline
+is refused before a run exists. Rules across params (both ends of a range
+given, start before end) cannot be a per-param schema: the plan task checks
+them first thing and fails at once, without retries.
+
+Two hints come from the pipelines' Variables when the DAG file is parsed: the
+blob feed's grid minute (recorded in its checkpoint) and the configured CDF
+pipelines. This is the only Variable access at parse time; it is best effort
+(any failure, or no Variable yet, gives a generic form) and reads nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, TypeVar
+
+from airflow.sdk import Param
+
+T = TypeVar("T")
+
+
+def _at_parse_time(read: Callable[[], T], fallback: T) -> T:
+    try:
+        return read()
+    except Exception:  # no Variable, no metadata access while parsing (e.g. `airflow dags test`), bad JSON
+        return fallback
+
+
+def _variable_json(name: str) -> dict:
+    from airflow.sdk import Variable
+
+    text = Variable.get(name, default=None)
+    return json.loads(text) if text else {}
+
+
+def blob_grid_minute() -> int | None:
+    """The minute past the hour the blob feed's windows start at, as its checkpoint recorded it."""
+    from lakefeed_airflow.settings import BLOB_CONFIG_VARIABLE
+
+    def read() -> int | None:
+        variable = _variable_json(BLOB_CONFIG_VARIABLE).get("checkpoint_variable", "lakefeed_blob_checkpoint")
+        minute = _variable_json(variable).get("gridMinute")
+        return minute if isinstance(minute, int) and 0 <= minute < 60 else None
+
+    return _at_parse_time(read, None)
+
+
+def cdf_pipeline_names() -> list[str] | None:
+    """The configured CDF pipelines (the demo's when there is no config Variable)."""
+    from lakefeed.config import CdfConfig
+    from lakefeed_airflow.settings import CDF_CONFIG_VARIABLE
+
+    def read() -> list[str]:
+        from airflow.sdk import Variable
+
+        text = Variable.get(CDF_CONFIG_VARIABLE, default=None)
+        return [p.name for p in CdfConfig.from_json(text, CDF_CONFIG_VARIABLE).pipelines]
+
+    return _at_parse_time(read, None)
+
+
+def window_pattern(grid_minute: int | None) -> str:
+    """An ISO-8601 UTC time to the minute (seconds zero), on ``grid_minute`` when known; or empty."""
+    minute = f"{grid_minute:02d}" if grid_minute is not None else "[0-5][0-9]"
+    return (r"^$|^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]([01][0-9]|2[0-3]):" + minute
+            + r"(:00(\.0+)?)?(Z|[+-]00:?00)?$")
+
+
+def blob_params(grid_minute: int | None) -> dict[str, Param]:
+    on_grid = (f"windows start at minute {grid_minute:02d} of every hour (hh:{grid_minute:02d})"
+               if grid_minute is not None else
+               "windows start at the minute the feed's segments start at (hh:10 for Azure's feeds; the "
+               "DAG's run summaries show it as gridMinute)")
+    example = f"2026-01-01T00:{grid_minute if grid_minute is not None else 10:02d}:00Z"
+    hint = f"ISO-8601 UTC on the feed's hourly grid: {on_grid}. Example: {example}."
+    pattern = window_pattern(grid_minute)
+    return {
+        "window_start": Param(None, type=["null", "string"], pattern=pattern, title="Backfill from (window start)",
+                              description=f"Re-process the windows from this one on. Leave empty for a normal "
+                                          f"run. Give window_end too. {hint}"),
+        "window_end": Param(None, type=["null", "string"], pattern=pattern, title="Backfill until (exclusive)",
+                            description=f"The first window not to re-process; after window_start. {hint}"),
+        "reset_checkpoint": Param(False, type="boolean", title="Reset the checkpoint",
+                                  description="Forget the checkpoint and ingest from the feed's first window (or "
+                                              "start_from) into the configured targets, recording the feed and "
+                                              "targets anew: the way on after the feed or a target was replaced."),
+    }
+
+
+def cdf_params(pipelines: list[str] | None) -> dict[str, Param]:
+    choice: dict[str, Any] = {"enum": [None, *pipelines]} if pipelines else {}
+    return {
+        "pipeline": Param(None, type=["null", "string"], title="Pipeline", **choice,
+                          description="The configured pipeline to backfill or refresh; empty for a normal run "
+                                      "(needed for a range or a full refresh when several are configured)."),
+        "starting_version": Param(None, type=["null", "integer"], minimum=0, title="Starting version (inclusive)",
+                                  description="Re-apply source versions from this one; give ending_version too."),
+        "ending_version": Param(None, type=["null", "integer"], minimum=0, title="Ending version (inclusive)",
+                                description="Last source version to re-apply; with full_refresh, the snapshot "
+                                            "version (default: the latest)."),
+        "full_refresh": Param(False, type="boolean", title="Full refresh",
+                              description="Rebuild the target from a snapshot of the source (at ending_version, "
+                                          "default the latest) and set the checkpoint to exactly that version, "
+                                          "even when it was ahead: the next run applies the versions after it."),
+    }

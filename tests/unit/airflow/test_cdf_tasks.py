@@ -1,0 +1,207 @@
+"""Planning and checkpoint commit of the Delta CDF DAG, on real Delta sources (written by delta-rs), real
+summary files and the real compare-and-set store over a file cell."""
+
+import json
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
+
+from lakefeed.checkpoint import CdfCheckpoint  # noqa: E402
+from lakefeed.config import CdfConfig, CdfPipeline  # noqa: E402
+from lakefeed.deltalog import DeltaLog  # noqa: E402
+from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError  # noqa: E402
+from lakefeed.storage import Store  # noqa: E402
+from lakefeed_airflow import cdf_tasks  # noqa: E402
+from lakefeed_airflow.runs import RunContext  # noqa: E402
+from lakefeed_airflow.triggers import sources_behind  # noqa: E402
+from tests.cells import file_store  # noqa: E402
+
+DAG = "delta_cdf_to_delta"
+CDF_ON = {"delta.enableChangeDataFeed": "true"}
+
+
+def run(run_id="scheduled__1", run_type="scheduled", start=None, end=None):
+    return RunContext(DAG, run_id, run_type, start, end)
+
+
+def commit_versions(path, count, configuration=CDF_ON):
+    for i in range(count):
+        write_deltalake(str(path), pa.table({"id": [i], "v": [i]}), mode="append", configuration=configuration)
+
+
+@pytest.fixture
+def config(tmp_path):
+    commit_versions(tmp_path / "source", 8)  # versions 0..7, change data feed on from version 0
+    return CdfConfig(pipelines=[CdfPipeline(name="orders", source_table=str(tmp_path / "source"),
+                                            target_table=str(tmp_path / "target"), keys=["id"],
+                                            versions_per_job=3)],
+                     run_dir=str(tmp_path / "runs"))
+
+
+@pytest.fixture
+def store(tmp_path):
+    return file_store(tmp_path / "cp", CdfCheckpoint)
+
+
+def checkpoints(store):
+    return {"orders": store.load()}
+
+
+def finish(planned, index, **extra):
+    job = planned["jobs"][index]
+    if job["mode"] == cdf_tasks.FULL_REFRESH:
+        summary = {"mode": job["mode"], "startingVersion": job["version"], "endingVersion": job["version"]}
+    else:
+        summary = {"mode": job["mode"], "startingVersion": job["start"], "endingVersion": job["end"]}
+    Path(planned["runFolder"], f"{index}.json").write_text(json.dumps({**summary, "inserted": 1, **extra}))
+
+
+def commit(config, store, planned, run_id="r"):
+    return cdf_tasks.commit(config, {"orders": store}, planned, run_id)
+
+
+def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(config, store):
+    planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
+    assert [(j["start"], j["end"]) for j in planned["jobs"]] == [(0, 2), (3, 5), (6, 7)]
+    assert planned["pipelines"]["orders"]["kind"] == "scheduled" and planned["pipelines"]["orders"]["origin"] == 0
+    for index in range(3):
+        finish(planned, index)
+    report = commit(config, store, planned)
+    after = store.load()
+    assert after.applied_version == 7 and report["pipelines"]["orders"]["lagVersions"] == 0
+    assert after.source_id == DeltaLog(Store(config.pipelines[0].source_table)).table_id()
+    args = cdf_tasks.job_arguments(config, planned)
+    assert args[1][-6:-2] == ["--starting-version", "3", "--ending-version", "5"]
+
+
+def test_first_run_of_a_source_whose_change_feed_came_late_is_a_full_refresh(tmp_path, store):
+    commit_versions(tmp_path / "late", 2, configuration={})
+    config = CdfConfig(pipelines=[CdfPipeline(name="orders", source_table=str(tmp_path / "late"),
+                                              target_table=str(tmp_path / "t"), keys=["id"])], run_dir=str(tmp_path))
+    planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
+    assert planned["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 1}]
+    assert planned["pipelines"]["orders"]["kind"] == "reset"
+    finish(planned, 0)
+    commit(config, store, planned)
+    assert store.load().applied_version == 1
+
+
+def test_a_backfill_before_the_first_run_creates_no_checkpoint(config, store):
+    planned = cdf_tasks.plan(config, checkpoints(store), {"pipeline": "orders", "starting_version": 4,
+                                                          "ending_version": 5}, run("manual__1", "manual"))
+    assert planned["kind"] == "backfill" and [(j["start"], j["end"]) for j in planned["jobs"]] == [(4, 5)]
+    finish(planned, 0)
+    report = commit(config, store, planned)
+    assert store.load() == CdfCheckpoint() and report["pipelines"]["orders"]["appliedVersion"] is None
+    # ... so the scheduled run after it still starts at version 0.
+    assert cdf_tasks.plan(config, checkpoints(store), {}, run("s2"))["jobs"][0]["start"] == 0
+
+
+def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_version(config, store):
+    store.update(lambda cp: cp.moved(applied_version=7, source_id=DeltaLog(Store(config.pipelines[0].source_table))
+                                     .table_id(), source=config.pipelines[0].source_table))
+    planned = cdf_tasks.plan(config, checkpoints(store), {"full_refresh": True, "ending_version": 3},
+                             run("manual__2", "manual"))
+    assert planned["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 3}]
+    finish(planned, 0, sourceTableId=store.load().source_id)
+    report = commit(config, store, planned)
+    assert store.load().applied_version == 3
+    assert report["pipelines"]["orders"]["checkpointReset"] == {"from": 7, "to": 3}
+    assert [(j["start"], j["end"]) for j in cdf_tasks.plan(config, checkpoints(store), {}, run("s"))["jobs"]] == [
+        (4, 6), (7, 7)]
+
+
+def test_a_failed_full_refresh_leaves_the_checkpoint(config, store):
+    store.update(lambda cp: cp.moved(applied_version=7))
+    planned = cdf_tasks.plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
+    with pytest.raises(RuntimeError, match="1 of 1"):
+        commit(config, store, planned)
+    assert store.load().applied_version == 7
+
+
+def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(config, store, tmp_path):
+    planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
+    for index in range(3):
+        finish(planned, index)
+    commit(config, store, planned)
+    shutil.rmtree(tmp_path / "source")
+    commit_versions(tmp_path / "source", 3)  # a new table with a shorter history
+    source = config.pipelines[0].source_table
+    with pytest.raises(CheckpointMismatchError, match=f"source table {source} is table .* but the table there now"
+                                                      ".*pipeline=orders and full_refresh=true"):
+        cdf_tasks.plan(config, checkpoints(store), {}, run("s2"))
+    watched = [{"name": "orders", "source_table": source, "checkpoint_variable": "cp",
+                "applied_version": 7, "source_table_id": store.load().source_id}]
+    with pytest.raises(CheckpointMismatchError, match="dropped and recreated"):
+        sources_behind(watched)  # the sensor refuses too, instead of waiting forever for version 8
+    refresh = cdf_tasks.plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
+    finish(refresh, 0, sourceTableId=DeltaLog(Store(source)).table_id())
+    commit(config, store, refresh)
+    assert store.load().applied_version == 2 and store.load().source_id == DeltaLog(Store(source)).table_id()
+    assert cdf_tasks.plan(config, checkpoints(store), {}, run("s3"))["jobs"] == []
+
+
+def test_a_checkpoint_ahead_of_the_source_or_of_another_source_is_refused(config, store):
+    source_id = DeltaLog(Store(config.pipelines[0].source_table)).table_id()
+    ahead = {"orders": CdfCheckpoint(applied_version=20, source_id=source_id)}
+    with pytest.raises(ChangeDataError, match="up to 20 .* latest version is 7: the table was replaced"):
+        cdf_tasks.plan(config, ahead, {}, run())
+    other = {"orders": CdfCheckpoint(applied_version=2, source="/elsewhere")}
+    with pytest.raises(CheckpointMismatchError, match="made reading /elsewhere"):
+        cdf_tasks.plan(config, other, {}, run())
+
+
+@pytest.mark.parametrize("params, error, message", [
+    ({"pipeline": "nope", "full_refresh": True}, ConfigError, "no CDF pipeline named 'nope'"),
+    ({"starting_version": 5}, ConfigError, "needs both starting_version and ending_version"),
+    ({"starting_version": 5, "ending_version": 2}, ConfigError, "must not be before starting_version 5"),
+    ({"starting_version": 5, "ending_version": 99}, ChangeDataError, "beyond the latest version 7"),
+    ({"starting_version": -1, "ending_version": 3}, ConfigError, "version number"),
+    ({"full_refresh": True, "starting_version": 2}, ConfigError, "ending_version .* only"),
+    ({"full_refresh": True, "ending_version": 12}, ChangeDataError, "beyond the latest"),
+])
+def test_bad_params_are_refused(config, store, params, error, message):
+    with pytest.raises(error, match=message):
+        cdf_tasks.plan(config, checkpoints(store), params, run("m", "manual"))
+
+
+def test_several_pipelines_need_the_pipeline_param_for_a_backfill(config, store, tmp_path):
+    two = CdfConfig(pipelines=[*config.pipelines, CdfPipeline(name="b", source_table=config.pipelines[0].source_table,
+                                                               target_table=str(tmp_path / "b"), keys=["id"])],
+                    run_dir=config.run_dir)
+    with pytest.raises(ConfigError, match="needs the param pipeline .*orders, b"):
+        cdf_tasks.plan(two, {"orders": store.load(), "b": store.load()}, {"full_refresh": True}, run("m", "manual"))
+
+
+def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interval(config, store):
+    delta_log = DeltaLog(Store(config.pipelines[0].source_table))
+
+    def moment(version):
+        return datetime.fromtimestamp(delta_log.commit_timestamp(version) / 1000, tz=timezone.utc)
+
+    planned = cdf_tasks.plan(config, checkpoints(store), {}, run("backfill__1", "backfill", moment(2), moment(6)))
+    assert planned["kind"] == "backfill" and [(j["start"], j["end"]) for j in planned["jobs"]] == [(2, 4), (5, 5)]
+    empty = cdf_tasks.plan(config, checkpoints(store), {}, run("b2", "backfill", datetime(2020, 1, 1, tzinfo=timezone.utc),
+                                                            datetime(2020, 1, 2, tzinfo=timezone.utc)))
+    assert empty["jobs"] == []
+    finish(planned, 0)
+    finish(planned, 1)
+    commit(config, store, planned)
+    assert store.load() == CdfCheckpoint()
+
+
+def test_a_summary_of_another_range_is_not_credited(config, store):
+    planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
+    Path(planned["runFolder"], "0.json").write_text(json.dumps({"mode": "changes", "startingVersion": 3,
+                                                                 "endingVersion": 5}))
+    finish(planned, 1)
+    with pytest.raises(RuntimeError, match="2 of 3"):
+        commit(config, store, planned)
+    assert store.load().applied_version is None  # job 0 is not done, so nothing before job 1 counts

@@ -1,0 +1,69 @@
+"""JVM-free Delta log reading on tables written by delta-rs: identity from commits and checkpoints,
+RESTOREs, versions committed in a time interval."""
+
+import os
+import shutil
+import time
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lakefeed.deltalog import DeltaLog
+from lakefeed.storage import Store
+
+
+def log_of(path) -> DeltaLog:
+    return DeltaLog(Store(str(path)))
+
+
+def test_table_id_from_commits_then_from_the_checkpoint_after_log_cleanup(tmp_path):
+    assert log_of(tmp_path).table_id() is None and log_of(tmp_path).state() is None
+    for i in range(4):
+        write_deltalake(str(tmp_path), pa.table({"id": [i]}), mode="append")
+    expected = DeltaTable(str(tmp_path)).metadata().id
+    assert log_of(tmp_path).table_id() == expected
+    DeltaTable(str(tmp_path)).create_checkpoint()
+    write_deltalake(str(tmp_path), pa.table({"id": [9]}), mode="append")
+    for version in range(4):  # log cleanup: only the checkpoint and later commits remain
+        os.remove(tmp_path / "_delta_log" / f"{version:020d}.json")
+    assert log_of(tmp_path).table_id() == expected
+    state = log_of(tmp_path).state()
+    assert (state.table_id, state.latest_version, state.restores) == (expected, 4, ())
+
+
+def test_a_recreated_table_has_a_new_id(tmp_path):
+    write_deltalake(str(tmp_path), pa.table({"id": [1]}))
+    first = log_of(tmp_path).table_id()
+    shutil.rmtree(tmp_path)
+    write_deltalake(str(tmp_path), pa.table({"id": [1]}))
+    assert log_of(tmp_path).table_id() not in (None, first)
+
+
+def test_restores_after_a_version_are_reported_with_the_version_restored_to(tmp_path):
+    for i in range(3):
+        write_deltalake(str(tmp_path), pa.table({"id": [i]}), mode="append")
+    DeltaTable(str(tmp_path)).restore(1)
+    assert log_of(tmp_path).state(restores_after=2).restores == ((3, 1),)
+    assert log_of(tmp_path).state(restores_after=3).restores == ()
+
+
+def test_versions_committed_in_an_interval(tmp_path):
+    stamps = []
+    for i in range(5):
+        write_deltalake(str(tmp_path), pa.table({"id": [i]}), mode="append")
+        stamps.append(log_of(tmp_path).commit_timestamp(i))
+        time.sleep(0.02)
+    delta_log = log_of(tmp_path)
+    assert delta_log.versions_committed_between(stamps[1], stamps[3]) == (1, 2)
+    assert delta_log.versions_committed_between(stamps[1], stamps[4] + 1) == (1, 4)
+    assert delta_log.versions_committed_between(0, stamps[0]) is None
+    assert delta_log.versions_committed_between(stamps[4] + 1, stamps[4] + 10_000) is None
+
+
+@pytest.mark.parametrize("name", ["00000000000000000003.checkpoint.0000000001.0000000002.parquet",
+                                  "00000000000000000003.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"])
+def test_multi_part_and_v2_checkpoint_names_are_checkpoints(name):
+    from lakefeed.deltalog import _CHECKPOINT
+
+    assert _CHECKPOINT.match(name).group(1) == "00000000000000000003"
