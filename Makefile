@@ -12,13 +12,13 @@ demo: setup
 	$(ENV) python scripts/demo.py
 
 test: setup
-	$(ENV) python -m pytest tests
+	$(ENV) python -m pytest tests -n 2 --dist loadfile
 
 test-unit: setup
 	$(ENV) python -m pytest tests -m "not integration"
 
 test-integration: setup
-	$(ENV) python -m pytest tests -m integration
+	$(ENV) python -m pytest tests -m integration -n 2 --dist loadfile
 
 # One DAG run against the demo feed (run `make demo` first to create it).
 dag-test: setup

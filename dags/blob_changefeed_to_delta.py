@@ -42,6 +42,7 @@ from lakefeed_airflow.dag_defaults import (
     START_DATE,
     planned_or_skip,
     refusals_fail_the_task,
+    summary_kept_on_failure,
 )
 from lakefeed_airflow.forms import blob_grid_minute, blob_params
 from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
@@ -70,6 +71,7 @@ def blob_changefeed_to_delta():
         checkpoint_variable="{{ lakefeed.blob.checkpoint_variable }}",
         wasb_conn_id="{{ lakefeed.blob.wasb_conn_id or '' }}",
         start_from="{{ lakefeed.blob.start_from or '' }}",
+        targets='{{ {"events": lakefeed.blob.events_table, "state": lakefeed.blob.state_table} | tojson }}',
         poke_seconds="{{ lakefeed.blob.sensor_poke_seconds }}",
         timeout_seconds="{{ lakefeed.blob.sensor_timeout_seconds }}",
         skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.window_start or params.window_end "
@@ -78,7 +80,7 @@ def blob_changefeed_to_delta():
         retries=0,
     )
 
-    @task(retries=1)
+    @task(retries=1, multiple_outputs=False)
     def plan_windows(params=None) -> dict:
         from lakefeed_airflow import blob_tasks
         from lakefeed_airflow.runs import RunContext
@@ -97,13 +99,13 @@ def blob_changefeed_to_delta():
 
         return blob_tasks.job_arguments(blob_config(), planned)
 
-    @task(trigger_rule="all_done", retries=0)
+    @task(trigger_rule="all_done", retries=0, multiple_outputs=False)
     def commit_checkpoint(ti=None, run_id=None) -> dict:
         from lakefeed_airflow import blob_tasks
         from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
 
         planned = planned_or_skip(ti, "plan_windows")
-        with refusals_fail_the_task():
+        with refusals_fail_the_task(), summary_kept_on_failure(ti):
             return blob_tasks.commit(blob_checkpoint_store(blob_config()), planned, run_id)
 
     planned = plan_windows()

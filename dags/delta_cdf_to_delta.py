@@ -43,6 +43,7 @@ from lakefeed_airflow.dag_defaults import (
     START_DATE,
     planned_or_skip,
     refusals_fail_the_task,
+    summary_kept_on_failure,
 )
 from lakefeed_airflow.forms import cdf_params, cdf_pipeline_names
 from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
@@ -77,7 +78,7 @@ def delta_cdf_to_delta():
         retries=0,
     )
 
-    @task(retries=1)
+    @task(retries=1, multiple_outputs=False)
     def plan_ranges(params=None) -> dict:
         from lakefeed_airflow import cdf_tasks
         from lakefeed_airflow.runs import RunContext
@@ -95,13 +96,13 @@ def delta_cdf_to_delta():
 
         return cdf_tasks.job_arguments(cdf_config(), planned)
 
-    @task(trigger_rule="all_done", retries=0)
+    @task(trigger_rule="all_done", retries=0, multiple_outputs=False)
     def commit_checkpoints(ti=None, run_id=None) -> dict:
         from lakefeed_airflow import cdf_tasks
         from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
 
         planned = planned_or_skip(ti, "plan_ranges")
-        with refusals_fail_the_task():
+        with refusals_fail_the_task(), summary_kept_on_failure(ti):
             config = cdf_config()
             stores = {p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}
             return cdf_tasks.commit(config, stores, planned, run_id)

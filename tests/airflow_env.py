@@ -1,12 +1,17 @@
 """An isolated Airflow for `airflow dags test` runs: its own home and SQLite metadata, this project's
-dags/ and plugins/, Spark through spark_default = local[2], configuration through AIRFLOW_VAR_*."""
+dags/ and plugins/, Spark through spark_default = local[2], configuration through AIRFLOW_VAR_*.
+
+Sequences of DAG runs (scheduled, backfill, reset, retry, two at once) are driven through these helpers
+and checked against ground truth, the checkpoint Variable and the task instances' tries."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +28,7 @@ def dags_test_env(home: Path, **extra: str) -> dict[str, str]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "LAKEFEED_HOME": str(ROOT),
+        "LAKEFEED_RETRY_DELAY_SECONDS": "2",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         **extra,
     }
@@ -30,15 +36,73 @@ def dags_test_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def dags_test(env: dict[str, str], dag_id: str, conf: dict | None = None) -> subprocess.CompletedProcess:
-    """One `airflow dags test` run; it must succeed (unlike `tasks test`, its exit code reflects failures)."""
-    args = ["airflow", "dags", "test", dag_id] + (["-c", json.dumps(conf)] if conf else [])
-    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+def with_config(env: dict[str, str], variable: str, config: dict) -> dict[str, str]:
+    """``env`` with a pipeline config Variable (``lakefeed_blob_config``, ``lakefeed_cdf_config``) set."""
+    return {**env, f"AIRFLOW_VAR_{variable.upper()}": json.dumps(config)}
+
+
+def dags_test_command(dag_id: str, conf: dict | None = None) -> list[str]:
+    return ["airflow", "dags", "test", dag_id] + (["-c", json.dumps(conf)] if conf else [])
+
+
+def dags_test(env: dict[str, str], dag_id: str, conf: dict | None = None,
+              succeed: bool = True) -> subprocess.CompletedProcess:
+    """One `airflow dags test` run; by default it must succeed (its exit code reflects failed tasks)."""
+    result = subprocess.run(dags_test_command(dag_id, conf), env=env, capture_output=True, text=True, timeout=900)
+    assert (result.returncode == 0) == succeed, (result.stdout + result.stderr)[-8000:]
     return result
+
+
+def start_dags_test(env: dict[str, str], dag_id: str, conf: dict | None = None, log: Path | None = None):
+    """A `airflow dags test` run in the background (its output in ``log``)."""
+    out = open(log, "w") if log else subprocess.DEVNULL
+    return subprocess.Popen(dags_test_command(dag_id, conf), env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
 def variable(env: dict[str, str], name: str) -> dict | None:
     """A JSON Variable as the CLI reads it, or None when it is not set."""
     result = subprocess.run(["airflow", "variables", "get", name], env=env, capture_output=True, text=True)
     return json.loads(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else None
+
+
+def _metadata(env: dict[str, str]) -> sqlite3.Connection:
+    return sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db", timeout=30)
+
+
+def last_run_id(env: dict[str, str], dag_id: str) -> str:
+    with _metadata(env) as db:
+        return db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)).fetchone()[0]
+
+
+def task_tries(env: dict[str, str], dag_id: str, run_id: str) -> dict[str, tuple[str, int]]:
+    """``{task_id or task_id[map_index]: (state, try_number)}`` of one DAG run, from the metadata database."""
+    with _metadata(env) as db:
+        rows = db.execute("SELECT task_id, map_index, state, try_number FROM task_instance WHERE dag_id = ? AND "
+                          "run_id = ?", (dag_id, run_id)).fetchall()
+    return {(task if index < 0 else f"{task}[{index}]"): (state, tries) for task, index, state, tries in rows}
+
+
+def xcom(env: dict[str, str], dag_id: str, run_id: str, task_id: str):
+    """The return value a task of a run pushed (the commit tasks' run summaries)."""
+    with _metadata(env) as db:
+        row = db.execute("SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = "
+                         "'return_value'", (dag_id, run_id, task_id)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def wait_for(condition, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {seconds}s waiting for {what}")
+
+
+def plan_summaries(run_dir: Path, dag_id: str) -> list[dict]:
+    """The job summaries of the newest plan of ``dag_id`` under ``run_dir``, in job order."""
+    plans = list((Path(run_dir) / dag_id).glob("*/*"))
+    newest = max(plans, key=lambda p: p.stat().st_mtime)
+    return [json.loads(p.read_text()) for p in sorted(newest.glob("[0-9]*.json"), key=lambda p: int(p.stem))
+            if not p.name.endswith(".refused.json")]

@@ -17,6 +17,8 @@ log = logging.getLogger(__name__)
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 COMMIT_TOKEN = "commitToken"
 CONFLICT_ATTEMPTS = 8
+# Delta's answers when two writers create one table at once: retried like a commit conflict.
+CREATION_RACES = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_ALREADY_EXISTS")
 
 
 def table_location(path: str) -> str:
@@ -78,14 +80,19 @@ def tagged_write(spark, path: str, metadata: dict, write: Callable[[], None], *,
             with commit_metadata(spark, {**metadata, COMMIT_TOKEN: token}):
                 write()
             break
-        except errors as exc:
-            if attempt == attempts:
+        except Exception as exc:
+            if attempt == attempts or not (isinstance(exc, errors) or _creation_race(exc)):
                 raise
             delay = min(max_delay, first_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
             log.warning("%s: a concurrent writer committed first (%s); retrying in %.1fs (attempt %d of %d)",
                         path, type(exc).__name__, delay, attempt, attempts)
             time.sleep(delay)
     return find_commit(spark, path, -1 if before is None else before, token)
+
+
+def _creation_race(exc: Exception) -> bool:
+    """Another writer was creating the table at the same moment (its first commit not yet visible)."""
+    return any(code in str(exc) for code in CREATION_RACES)
 
 
 def find_commit(spark, path: str, after_version: int, token: str, depth: int = 100) -> dict | None:

@@ -179,5 +179,5 @@ def commit(store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict
         "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),
     }
     log.info("run summary: %s", json.dumps(report, indent=2))
-    fail_if_any_failed(failed, len(batches), report["watermark"])
+    fail_if_any_failed(failed, len(batches), report["watermark"], report)
     return report

@@ -227,7 +227,7 @@ def commit(config: CdfConfig, stores: dict[str, CheckpointStore], planned: dict[
         }
     log.info("run summary: %s", json.dumps(report, indent=2))
     failed = [job for i, job in enumerate(jobs) if i not in summaries]
-    fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}))
+    fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report)
     return report
 
 

@@ -43,6 +43,18 @@ def refusals_fail_the_task() -> Iterator[None]:
         raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
 
+@contextmanager
+def summary_kept_on_failure(ti) -> Iterator[None]:
+    """A commit step that fails because jobs failed still leaves its run summary in XCom."""
+    from lakefeed_airflow.runs import BatchesFailed
+
+    try:
+        yield
+    except BatchesFailed as exc:
+        ti.xcom_push(key="return_value", value=exc.report)
+        raise
+
+
 def planned_or_skip(ti, plan_task_id: str) -> dict:
     """The plan a run made, for its commit task; skip the commit when nothing was planned."""
     from airflow.sdk.exceptions import AirflowSkipException

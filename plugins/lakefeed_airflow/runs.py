@@ -109,10 +109,17 @@ def refusals(folder: str | Path, count: int) -> dict[int, str]:
     return found
 
 
-def fail_if_any_failed(failed: list, total: int, position: str | None) -> None:
+class BatchesFailed(RuntimeError):
+    """Some of a run's jobs failed; ``report`` is the run summary all the same."""
+
+    def __init__(self, message: str, report: dict[str, Any]):
+        super().__init__(message)
+        self.report = report
+
+
+def fail_if_any_failed(failed: list, total: int, position: str | None, report: dict[str, Any]) -> None:
     if failed:
-        raise RuntimeError(
+        raise BatchesFailed(
             f"{len(failed)} of {total} batch(es) failed (first: {failed[0]}); checkpoint is at {position}: "
-            "the next run resumes from there"
-        )
+            "the next run resumes from there", report)
 

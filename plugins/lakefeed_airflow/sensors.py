@@ -100,28 +100,36 @@ class ChangeFeedReadySensor(_PollingSensor):
     :param checkpoint_variable: the Variable holding the pipeline's checkpoint
     :param wasb_conn_id: read the feed through this Azure connection (empty: fsspec)
     :param start_from: ISO time before which windows are ignored on a first run (empty: none)
+    :param targets: JSON object ``{role: Delta table}`` of the tables the checkpoint vouches for
 
-    A ``lastConsumable`` that moved backwards, or a checkpoint made on another feed, fails the task.
+    A ``lastConsumable`` that moved backwards, a checkpoint made on another feed, or a target dropped,
+    recreated or restored behind the checkpoint (checked once, before waiting) fails the task.
     """
 
     template_fields: Sequence[str] = (*_PollingSensor.template_fields, "feed_root", "checkpoint_variable",
-                                      "wasb_conn_id", "start_from")
+                                      "wasb_conn_id", "start_from", "targets")
 
     def __init__(self, *, feed_root: str, checkpoint_variable: str, wasb_conn_id: str | None = None,
-                 start_from: str | None = None, **kwargs: Any) -> None:
+                 start_from: str | None = None, targets: str | dict[str, str] = "{}", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.feed_root = feed_root
         self.checkpoint_variable = checkpoint_variable
         self.wasb_conn_id = wasb_conn_id
         self.start_from = start_from
+        self.targets = targets
 
     def _trigger_arguments(self) -> dict[str, Any]:
         from lakefeed.blob.timegrid import format_time
         from lakefeed.checkpoint import BlobCheckpoint
         from lakefeed_airflow.settings import VariableCell
 
+        from lakefeed.targets import verify_targets
+        from lakefeed_airflow.blob_tasks import RESET_REMEDY
+
         cell = VariableCell(self.checkpoint_variable)
         checkpoint = BlobCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
+        targets = json.loads(self.targets) if isinstance(self.targets, str) else self.targets
+        verify_targets(checkpoint.targets, targets, f"Variable {cell.name}", RESET_REMEDY)
         return {
             "feed_root": self.feed_root,
             "wasb_conn_id": _none_if_blank(self.wasb_conn_id),
@@ -144,9 +152,11 @@ class DeltaVersionSensor(_PollingSensor):
     """Waits until the source table of a CDF pipeline has versions past its checkpoint (lists
     ``_delta_log``; never a JVM).
 
-    :param sources: JSON list of ``{"name", "source_table", "checkpoint_variable"}``, one per pipeline
+    :param sources: JSON list of ``{"name", "source_table", "target_table", "checkpoint_variable"}``, one
+        per pipeline
 
-    A source that is not the table its checkpoint was made on (dropped and recreated) fails the task.
+    A source that is not the table its checkpoint was made on (dropped and recreated), or a target dropped,
+    recreated or restored behind the checkpoint (checked once, before waiting), fails the task.
     """
 
     template_fields: Sequence[str] = (*_PollingSensor.template_fields, "sources")
@@ -157,14 +167,18 @@ class DeltaVersionSensor(_PollingSensor):
 
     def _trigger_sources(self) -> list[dict[str, Any]]:
         from lakefeed.checkpoint import CdfCheckpoint
+        from lakefeed.targets import verify_targets
+        from lakefeed_airflow.cdf_tasks import refresh_remedy
         from lakefeed_airflow.settings import VariableCell
 
         watched = []
         for source in json.loads(self.sources) if isinstance(self.sources, str) else self.sources:
             cell = VariableCell(source["checkpoint_variable"])
             checkpoint = CdfCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
-            watched.append({**source, "applied_version": checkpoint.applied_version,
-                            "source_table_id": checkpoint.source_id})
+            verify_targets(checkpoint.targets, {"target": source["target_table"]}, f"Variable {cell.name}",
+                           refresh_remedy(source["name"]))
+            watched.append({key: source[key] for key in ("name", "source_table", "checkpoint_variable")}
+                           | {"applied_version": checkpoint.applied_version, "source_table_id": checkpoint.source_id})
         return watched
 
     def _check(self) -> tuple[bool, dict[str, Any]]:

@@ -96,7 +96,8 @@ class ConfigMacros:
         """JSON of the sources the CDF sensor watches (all pipelines, or the named one)."""
         config = cdf_config()
         return json.dumps([
-            {"name": p.name, "source_table": p.source_table, "checkpoint_variable": p.checkpoint_variable}
+            {"name": p.name, "source_table": p.source_table, "target_table": p.target_table,
+             "checkpoint_variable": p.checkpoint_variable}
             for p in config.pipelines if pipeline in (None, "", p.name)
         ])
 

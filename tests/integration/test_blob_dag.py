@@ -1,19 +1,30 @@
-"""`airflow dags test blob_changefeed_to_delta` end to end: SQLite metadata, local Spark, real Delta.
-
-One story, in order: a first run ingests every ready window; a run with no new
-data changes nothing; the feed grows and the next run ingests exactly the new
-windows; a backfill re-processes a past range without moving the checkpoint.
-"""
+"""Sequences of `airflow dags test blob_changefeed_to_delta` runs (SQLite metadata, local Spark, real Delta),
+each checked against the generator's ground truth, the checkpoint Variable and the task instances' tries:
+scheduled runs with growth and no new data, a backfill before the first scheduled run, bad input that fails
+its batches at once then resumes, a transient failure retried, a backfill and a scheduled run at once, and a
+dropped target that stops the pipeline until a reset."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.timegrid import HOUR, format_time
-from tests.airflow_env import dags_test, dags_test_env, variable
+from tests.airflow_env import (
+    dags_test,
+    dags_test_env,
+    last_run_id,
+    plan_summaries,
+    start_dags_test,
+    task_tries,
+    variable,
+    wait_for,
+    with_config,
+    xcom,
+)
 
 pytestmark = pytest.mark.integration
 DAG = "blob_changefeed_to_delta"
@@ -21,77 +32,188 @@ SPEC = FeedSpec(hours=3, events_per_hour=400, shards=2, records_per_chunk=200, g
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory):
-    base = tmp_path_factory.mktemp("dag")
+def airflow_env(tmp_path_factory):
+    return dags_test_env(tmp_path_factory.mktemp("dag") / "airflow")
+
+
+@pytest.fixture
+def pipeline(airflow_env, tmp_path, request):
+    """A pipeline of its own (feed, targets, run folder, checkpoint Variable) in the module's Airflow."""
+    name = request.node.name.split("[")[0][-40:]
     config = {
-        "feed_root": str(base / "feed"),
-        "events_table": str(base / "lake" / "events"),
-        "state_table": str(base / "lake" / "state"),
-        "run_dir": str(base / "runs"),
+        "feed_root": str(tmp_path / "feed"),
+        "events_table": str(tmp_path / "lake" / "events"),
+        "state_table": str(tmp_path / "lake" / "state"),
+        "run_dir": str(tmp_path / "runs"),
+        "checkpoint_variable": f"cp_{name}",
         "sensor_timeout_seconds": 3,
         "sensor_poke_seconds": 1,
         "windows_per_batch": 24,
     }
-    return base, dags_test_env(base / "airflow", AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(config))
+    return tmp_path, config, with_config(airflow_env, "lakefeed_blob_config", config)
 
 
-def checkpoint(env) -> dict | None:
-    return variable(env, "lakefeed_blob_checkpoint")
+def checkpoint(env, config) -> dict | None:
+    return variable(env, config["checkpoint_variable"])
 
 
-def tables(spark, base):
+def tables(spark, config):
     events = {r["id"]: (r["claimWindow"], r["eventType"]) for r in
-              spark.read.format("delta").load(str(base / "lake" / "events")).collect()}
+              spark.read.format("delta").load(config["events_table"]).collect()}
     state = {r["subject"]: (r["eventId"], r["isDeleted"]) for r in
-             spark.read.format("delta").load(str(base / "lake" / "state")).collect()}
+             spark.read.format("delta").load(config["state_table"]).collect()}
     return events, state
 
 
-def expected(truth):
+def assert_matches_truth(spark, config, truth):
+    events, state = tables(spark, config)
     windows = truth.ready_windows()
-    return ({e.id for e in truth.claimed(windows)},
-            {s: (e.id, e.eventType == "BlobDeleted") for s, e in truth.state(windows).items()})
+    assert set(events) == {e.id for e in truth.claimed(windows)}
+    assert state == {s: (e.id, e.eventType == "BlobDeleted") for s, e in truth.state(windows).items()}
 
 
-def batch_summaries(base) -> list[dict]:
-    newest = max((base / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
-    return [json.loads(p.read_text()) for p in sorted(newest.glob("*.json"))]
-
-
-def test_scheduled_runs_no_new_data_growth_and_backfill(spark, airflow):
-    base, env = airflow
-
-    # 1. First run: every ready window, then the checkpoint sits at lastConsumable.
+def test_backfill_first_then_scheduled_runs_no_new_data_growth_and_backfill(spark, pipeline):
+    base, config, env = pipeline
     truth = generate_feed(base / "feed", SPEC)
+
+    # 0. A backfill of a middle window before the first scheduled run creates no checkpoint (before this
+    #    fix it created one at the backfill's end, and every window before it was never ingested).
+    middle = SPEC.start + HOUR
+    dags_test(env, DAG, {"window_start": format_time(middle), "window_end": format_time(middle + HOUR)})
+    assert checkpoint(env, config) is None
+    assert xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoint")["checkpointMoved"] is False
+
+    # 1. First scheduled run: from the feed's first window, every ready window; then the checkpoint sits at
+    #    lastConsumable, naming its feed and targets.
     dags_test(env, DAG)
-    events, state = tables(spark, base)
-    want_events, want_state = expected(truth)
-    assert set(events) == want_events and state == want_state
-    first = checkpoint(env)
+    assert [s["windows"][0] for s in plan_summaries(config["run_dir"], DAG)] == [format_time(SPEC.start - HOUR)]
+    assert_matches_truth(spark, config, truth)
+    first = checkpoint(env, config)
     assert first["watermark"] == format_time(SPEC.last_consumable) == first["lastConsumable"]
+    assert first["feed"] == f"file://{base / 'feed'}" and first["gridMinute"] == 10
+    assert set(first["targets"]) == {config["events_table"], config["state_table"]}
+    before = tables(spark, config)
 
     # 2. No new data: the sensor gives up, nothing is planned, nothing changes.
     dags_test(env, DAG)
-    assert tables(spark, base) == (events, state)
-    assert checkpoint(env) == first
+    assert tables(spark, config) == before
+    assert checkpoint(env, config) == first
 
     # 3. The feed grows: exactly the new windows are ingested.
     grown = FeedSpec(**{**SPEC.__dict__, "hours": SPEC.hours + 2})
     truth = generate_feed(base / "feed", grown)
     dags_test(env, DAG)
-    [summary] = batch_summaries(base)
+    [summary] = plan_summaries(config["run_dir"], DAG)
     assert summary["windows"] == [format_time(SPEC.last_consumable + i * HOUR) for i in range(2)]
-    events, state = tables(spark, base)
-    want_events, want_state = expected(truth)
-    assert set(events) == want_events and state == want_state
-    grown_checkpoint = checkpoint(env)
+    assert_matches_truth(spark, config, truth)
+    grown_checkpoint = checkpoint(env, config)
     assert grown_checkpoint["watermark"] == format_time(grown.last_consumable)
 
-    # 4. A backfill of a past range re-processes exactly it; the checkpoint stays.
+    # 4. A backfill of a past range re-processes exactly it, writes nothing new; the checkpoint stays.
+    before = tables(spark, config)
     start, end = SPEC.start, SPEC.start + 2 * HOUR
     dags_test(env, DAG, {"window_start": format_time(start), "window_end": format_time(end)})
-    [summary] = batch_summaries(base)
+    [summary] = plan_summaries(config["run_dir"], DAG)
     assert summary["windows"] == [format_time(start), format_time(start + HOUR)]
     assert summary["eventsInserted"] == 0 and summary["stateUpdated"] == 0
-    assert tables(spark, base) == (events, state)
-    assert checkpoint(env) == grown_checkpoint
+    assert tables(spark, config) == before
+    assert checkpoint(env, config) == grown_checkpoint
+
+
+def test_bad_input_fails_its_batches_at_once_and_a_fixed_feed_resumes(spark, pipeline):
+    base, config, env = pipeline
+    config = {**config, "windows_per_batch": 2}
+    env = with_config(env, "lakefeed_blob_config", config)
+    spec = FeedSpec(**{**SPEC.__dict__, "hours": 4, "gap_hours": (), "seed": 23})
+    truth = generate_feed(base / "feed", spec)
+    bad_segment = spec.start + 2 * HOUR  # read by windows 01:10 and 02:10, the second batch
+    chunk = sorted((base / "feed" / "log").glob(f"*/{bad_segment:%Y/%m/%d/%H%M}/00000.avro"))[0]
+    original = chunk.read_bytes()
+    chunk.write_bytes(original[:200] + b"\x00garbage" + original[208:])
+
+    dags_test(env, DAG, succeed=False)
+    run_id = last_run_id(env, DAG)
+    tries = task_tries(env, DAG, run_id)
+    report = xcom(env, DAG, run_id, "commit_checkpoint")
+    # The batch whose windows read the corrupt segment is refused, naming the file, and tried once.
+    [refused] = report["batchesFailed"]
+    assert refused["start"] == format_time(bad_segment - HOUR)
+    assert str(chunk) in refused["refused"] and "not a valid Avro file" in refused["refused"]
+    assert tries["ingest_windows[0]"] == ("success", 1) and tries["ingest_windows[1]"] == ("failed", 1)
+    # The checkpoint covers exactly the windows before the first failed batch.
+    assert checkpoint(env, config)["watermark"] == format_time(bad_segment - HOUR)
+
+    chunk.write_bytes(original)
+    dags_test(env, DAG)
+    assert_matches_truth(spark, config, truth)
+    assert checkpoint(env, config)["watermark"] == format_time(spec.last_consumable)
+
+
+def test_a_transient_failure_is_retried_and_the_run_completes(spark, pipeline):
+    base, config, env = pipeline
+    truth = generate_feed(base / "feed", FeedSpec(**{**SPEC.__dict__, "seed": 24}))
+    events_dir = base / "spark-events"  # missing at first: Spark refuses to start, spark-submit exits 1
+    config = {**config, "spark_conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events_dir}"}}
+    env = {**with_config(env, "lakefeed_blob_config", config), "LAKEFEED_RETRY_DELAY_SECONDS": "8"}
+    process = start_dags_test(env, DAG, log=base / "dags-test.log")
+    try:
+        wait_for(lambda: any(state == "up_for_retry" for state, _ in task_tries(env, DAG, last_run_id(env, DAG)).values()),
+                 240, "the first attempt to fail")
+        events_dir.mkdir()
+        assert process.wait(600) == 0, (base / "dags-test.log").read_text()[-6000:]
+    finally:
+        process.kill()
+    assert task_tries(env, DAG, last_run_id(env, DAG))["ingest_windows[0]"] == ("success", 2)
+    assert_matches_truth(spark, config, truth)
+    assert list(events_dir.iterdir())  # the retry ran with the configured spark_conf
+
+
+def test_a_backfill_and_a_scheduled_run_at_once_converge(spark, pipeline):
+    base, config, env = pipeline
+    spec = FeedSpec(**{**SPEC.__dict__, "hours": 4, "seed": 25})
+    truth = generate_feed(base / "feed", spec)
+    # Both MERGE the same windows into the same tables: Delta's conflicts are retried in the jobs, and
+    # the checkpoint moves once, by the scheduled run.
+    scheduled = start_dags_test(env, DAG, log=base / "scheduled.log")
+    backfill = start_dags_test(env, DAG, {"window_start": format_time(spec.start - HOUR),
+                                          "window_end": format_time(spec.last_consumable)}, log=base / "backfill.log")
+    try:
+        assert scheduled.wait(600) == 0, (base / "scheduled.log").read_text()[-6000:]
+        assert backfill.wait(600) == 0, (base / "backfill.log").read_text()[-6000:]
+    finally:
+        scheduled.kill()
+        backfill.kill()
+    assert_matches_truth(spark, config, truth)
+    assert checkpoint(env, config)["watermark"] == format_time(spec.last_consumable)
+    assert checkpoint(env, config)["generation"] == 1
+    # Each job resolved the race itself (two first commits, MERGE conflicts): no task needed a retry.
+    with_tries = {}
+    for log in ("scheduled", "backfill"):
+        run_id = next(line.split("run_id=")[1].split()[0].strip(",") for line in (base / f"{log}.log").read_text()
+                      .splitlines() if "run_id=manual__" in line)
+        with_tries.update({f"{log} {task}": tries for task, (_, tries) in task_tries(env, DAG, run_id).items()
+                           if task.startswith("ingest_windows")})
+    assert with_tries and set(with_tries.values()) == {1}, with_tries
+
+
+def test_a_dropped_target_stops_the_pipeline_until_a_reset(spark, pipeline):
+    base, config, env = pipeline
+    truth = generate_feed(base / "feed", FeedSpec(**{**SPEC.__dict__, "seed": 26}))
+    dags_test(env, DAG)
+    recorded = checkpoint(env, config)
+
+    # Nothing new arrives, but the state table was dropped: the run says so instead of skipping quietly
+    # (later windows would otherwise land in a table missing everything before them).
+    shutil.rmtree(config["state_table"])
+    result = dags_test(env, DAG, succeed=False)
+    assert f"the state table {config['state_table']} holds its work, but there is no Delta table there" in (
+        result.stdout + result.stderr)
+    assert checkpoint(env, config) == recorded
+
+    dags_test(env, DAG, {"reset_checkpoint": True})
+    assert_matches_truth(spark, config, truth)
+    reset = checkpoint(env, config)
+    assert reset["watermark"] == recorded["watermark"] and reset["generation"] == recorded["generation"] + 1
+    assert reset["targets"][config["state_table"]]["tableId"] != recorded["targets"][config["state_table"]]["tableId"]
+    assert json.loads(json.dumps(reset["targets"][config["events_table"]]))["tableId"] == \
+        recorded["targets"][config["events_table"]]["tableId"]

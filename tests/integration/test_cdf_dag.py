@@ -1,34 +1,42 @@
-"""`airflow dags test delta_cdf_to_delta` end to end: first run, no new versions, new commits,
-a version-range backfill and a full refresh, each checked against the source and the checkpoint."""
+"""Sequences of `airflow dags test delta_cdf_to_delta` runs against real Delta sources under random commits,
+each checked against the source's snapshot and the checkpoint Variable: first run, no new versions, new
+commits, a replayed range, a backfill before the first scheduled run, a full refresh at an older version,
+and a source dropped and recreated behind the checkpoint."""
 
 from __future__ import annotations
 
-import json
+import shutil
 
 import pytest
 
 from lakefeed.cdf.simulator import SourceSimulator, create_source, latest_version, live_rows
-from tests.airflow_env import dags_test, dags_test_env, variable
+from tests.airflow_env import dags_test, dags_test_env, last_run_id, plan_summaries, variable, with_config, xcom
 
 pytestmark = pytest.mark.integration
 DAG = "delta_cdf_to_delta"
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory):
-    base = tmp_path_factory.mktemp("cdf_dag")
+def airflow_env(tmp_path_factory):
+    return dags_test_env(tmp_path_factory.mktemp("cdf_dag") / "airflow")
+
+
+@pytest.fixture
+def pipeline(airflow_env, tmp_path, request):
+    """A pipeline of its own (source, target, run folder, checkpoint Variable) in the module's Airflow."""
+    name = request.node.name.split("[")[0].removeprefix("test_")[:40]
     config = {
-        "pipelines": [{"name": "orders", "source_table": str(base / "source"), "target_table": str(base / "target"),
-                       "keys": ["id"], "versions_per_job": 4}],
-        "run_dir": str(base / "runs"),
+        "pipelines": [{"name": name, "source_table": str(tmp_path / "source"), "target_table": str(tmp_path / "target"),
+                       "keys": ["id"], "versions_per_job": 4 if "growth" in name else 50}],
+        "run_dir": str(tmp_path / "runs"),
         "sensor_timeout_seconds": 3,
         "sensor_poke_seconds": 1,
     }
-    return base, dags_test_env(base / "airflow", AIRFLOW_VAR_LAKEFEED_CDF_CONFIG=json.dumps(config))
+    return tmp_path, name, config, with_config(airflow_env, "lakefeed_cdf_config", config)
 
 
-def applied(env) -> int | None:
-    checkpoint = variable(env, "lakefeed_cdf_checkpoint__orders")
+def applied(env, name) -> int | None:
+    checkpoint = variable(env, f"lakefeed_cdf_checkpoint__{name}")
     return checkpoint["appliedVersion"] if checkpoint else None
 
 
@@ -36,43 +44,99 @@ def rows(df):
     return sorted(tuple(r) for r in df.select("id", "name", "amount", "touched").collect())
 
 
-def job_summaries(base) -> list[dict]:
-    newest = max((base / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
-    return [json.loads(p.read_text()) for p in sorted(newest.glob("*.json"), key=lambda p: int(p.stem))]
+def run_summary(env) -> dict:
+    return xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoints")
 
 
-def test_runs_growth_backfill_and_full_refresh(spark, airflow):
-    base, env = airflow
-    source, target = str(base / "source"), str(base / "target")
-    create_source(spark, source, rows=25)
-    simulator = SourceSimulator(spark, source, seed=5, key_space=60)
-    for kind in ("update", "delete", "update", "overwrite", "merge"):
+def source_with_history(spark, path, seed, kinds=("update", "delete", "update", "overwrite", "merge")):
+    create_source(spark, str(path), rows=25)
+    simulator = SourceSimulator(spark, str(path), seed=seed, key_space=60)
+    for kind in kinds:
         simulator.commit(kind)
+    return simulator
+
+
+def test_backfill_first_then_runs_growth_replay_and_full_refresh(spark, pipeline):
+    base, name, config, env = pipeline
+    source, target = str(base / "source"), str(base / "target")
+    simulator = source_with_history(spark, source, seed=5)
     first_latest = latest_version(spark, source)
+
+    # A backfill before the first scheduled run creates no checkpoint (before this fix it created one at
+    # version 5, and versions 0..3 were never applied).
+    dags_test(env, DAG, {"pipeline": name, "starting_version": 4, "ending_version": 5})
+    assert applied(env, name) is None
+    assert run_summary(env)["pipelines"][name]["appliedVersion"] is None
 
     dags_test(env, DAG)  # first run: CDF was on from version 0, so it reads the change feed from 0
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
-    assert applied(env) == first_latest
-    assert [s["startingVersion"] for s in job_summaries(base)] == list(range(0, first_latest + 1, 4))
+    assert applied(env, name) == first_latest
+    assert [s["startingVersion"] for s in plan_summaries(config["run_dir"], DAG)] == list(range(0, first_latest + 1, 4))
 
     target_version = spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()[0]["version"]
     dags_test(env, DAG)  # no new versions: skipped, nothing written
     assert spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()[0]["version"] == target_version
-    assert applied(env) == first_latest
+    assert applied(env, name) == first_latest
 
     for kind in ("reinsert", "update", "delete"):
         simulator.commit(kind)
     dags_test(env, DAG)  # exactly the new versions
-    [summary] = job_summaries(base)
+    [summary] = plan_summaries(config["run_dir"], DAG)
     assert (summary["startingVersion"], summary["endingVersion"]) == (first_latest + 1, first_latest + 3)
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
-    assert applied(env) == first_latest + 3
+    assert applied(env, name) == first_latest + 3
 
     before = rows(spark.read.format("delta").load(target))
-    dags_test(env, DAG, {"pipeline": "orders", "starting_version": 0, "ending_version": 5})  # a replayed past range
+    dags_test(env, DAG, {"pipeline": name, "starting_version": 0, "ending_version": 5})  # a replayed past range
     assert rows(spark.read.format("delta").load(target)) == before
-    assert applied(env) == first_latest + 3
+    assert applied(env, name) == first_latest + 3
 
-    dags_test(env, DAG, {"pipeline": "orders", "full_refresh": True})
+    dags_test(env, DAG, {"pipeline": name, "full_refresh": True})
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
-    assert applied(env) == first_latest + 3
+    assert applied(env, name) == first_latest + 3
+
+
+def test_a_full_refresh_at_an_older_version_resets_the_checkpoint_and_loses_nothing(spark, pipeline):
+    base, name, config, env = pipeline
+    source, target = str(base / "source"), str(base / "target")
+    simulator = source_with_history(spark, source, seed=7, kinds=("update", "delete", "reinsert", "merge"))
+    dags_test(env, DAG)
+    latest = latest_version(spark, source)
+    assert applied(env, name) == latest
+
+    # Rebuild at version 2: the keys deleted or inserted after it must come back right on the next run.
+    dags_test(env, DAG, {"pipeline": name, "full_refresh": True, "ending_version": 2})
+    assert applied(env, name) == 2
+    assert run_summary(env)["pipelines"][name]["checkpointReset"] == {"from": latest, "to": 2}
+    assert rows(live_rows(spark, target)) == rows(simulator.snapshot(2))
+
+    simulator.commit("delete")
+    dags_test(env, DAG)
+    assert [(s["startingVersion"], s["endingVersion"]) for s in plan_summaries(config["run_dir"], DAG)] == [
+        (3, latest + 1)]
+    assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
+    assert applied(env, name) == latest + 1
+
+
+def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(spark, pipeline):
+    base, name, config, env = pipeline
+    source, target = str(base / "source"), str(base / "target")
+    source_with_history(spark, source, seed=8)
+    dags_test(env, DAG)
+    old_applied = applied(env, name)
+
+    # Dropped and recreated with a shorter history: the sensor saw "nothing new" forever before this fix.
+    shutil.rmtree(source)
+    simulator = source_with_history(spark, source, seed=9, kinds=("update",))
+    assert latest_version(spark, source) < old_applied
+    result = dags_test(env, DAG, succeed=False)
+    assert f"the source table {source} is table" in result.stdout + result.stderr
+    assert "dropped and recreated" in result.stdout + result.stderr
+    assert applied(env, name) == old_applied
+
+    dags_test(env, DAG, {"pipeline": name, "full_refresh": True})
+    assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
+    assert applied(env, name) == latest_version(spark, source)
+    simulator.commit("delete")
+    dags_test(env, DAG)
+    assert rows(live_rows(spark, target)) == rows(simulator.snapshot())

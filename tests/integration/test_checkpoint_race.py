@@ -1,0 +1,75 @@
+"""Commit steps racing on one checkpoint, through real Airflow Variables (a real metadata database):
+processes run the CDF commit step's own checkpoint change, scheduled runs and a full refresh at once.
+No update is lost (the generations count every write), no scheduled write moves the checkpoint back or
+past unfinished versions, and the full refresh's reset is not undone by a stale writer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_env import ROOT, dags_test_env, variable
+
+pytestmark = pytest.mark.integration
+VARIABLE = "lakefeed_cdf_checkpoint__race"
+
+WRITER = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from lakefeed.checkpoint import CdfCheckpoint
+from lakefeed.checkpoint_store import CheckpointStore
+from lakefeed.config import CdfPipeline
+from lakefeed_airflow.cdf_tasks import _moved
+from lakefeed_airflow.settings import VariableCell
+
+kind, lock_dir, runs = sys.argv[2], sys.argv[3], int(sys.argv[4])
+pipeline = CdfPipeline(name="race", source_table="/src", target_table="/nonexistent-target", keys=["id"])
+store = CheckpointStore(VariableCell("lakefeed_cdf_checkpoint__race", orm=True), CdfCheckpoint, lock_dir)
+writes = []
+for run in range(runs):
+    if kind == "refresh":
+        plan = {"kind": "reset", "origin": None, "sourceTableId": "s-1"}
+        mine, done = [(0, {"mode": "full-refresh", "version": 3})], {0: {"endingVersion": 3}}
+    else:
+        # ranges of 2 versions up to 40; this run finished those up to a point that grows with each run
+        mine = [(i, {"mode": "changes", "start": s, "end": s + 1}) for i, s in enumerate(range(0, 40, 2))]
+        done = {i: {} for i, _ in mine[: 2 * run + int(kind[-1])]}
+        plan = {"kind": "scheduled", "origin": 0, "sourceTableId": "s-1"}
+    before, after = store.update(lambda cp: _moved(cp, plan, mine, done, pipeline, f"{kind}-{run}"))
+    if after != before:
+        writes.append([before.applied_version, after.applied_version, after.generation])
+print(json.dumps(writes))
+"""
+
+
+def test_racing_commit_steps_lose_no_update_and_never_undo_a_reset(tmp_path):
+    env = dags_test_env(tmp_path / "airflow")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "plugins"), str(ROOT), env.get("PYTHONPATH", "")])
+    lock_dir = tmp_path / "locks"
+    kinds = ["scheduled0", "scheduled1", "scheduled2", "refresh"]
+    processes = {kind: subprocess.Popen([sys.executable, "-c", WRITER, str(ROOT / "plugins"), kind, str(lock_dir),
+                                         "6" if kind != "refresh" else "3"],
+                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for kind in kinds}
+    writes = {}
+    for kind, process in processes.items():
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-4000:]
+        writes[kind] = json.loads(out.strip().splitlines()[-1])
+
+    final = variable(env, VARIABLE)
+    chain = sorted((w for kind in writes for w in writes[kind]), key=lambda w: w[2])
+    # Every write got its own generation and started from the value the previous write left: no update
+    # was lost, and the stored document is the last write.
+    assert [g for _, _, g in chain] == list(range(1, len(chain) + 1)) and final["generation"] == len(chain)
+    for (_, after, _), (before_next, _, _) in zip(chain, chain[1:]):
+        assert before_next == after
+    assert final["appliedVersion"] == chain[-1][1]
+    # Scheduled writes never move it back; the full refresh sets exactly its version.
+    assert all(before is None or after >= before for kind in kinds[:3] for before, after, _ in writes[kind])
+    assert writes["refresh"] and all(after == 3 for _, after, _ in writes["refresh"])
