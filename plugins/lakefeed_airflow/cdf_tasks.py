@@ -28,7 +28,7 @@ from lakefeed.cdf.schedule import pending_ranges, split_range
 from lakefeed.checkpoint import CdfCheckpoint, verify_table
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline
-from lakefeed.deltalog import DeltaLog
+from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.storage import Store
@@ -98,7 +98,7 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
         elif kind == BACKFILL:
             planned, origin, pipeline_kind = _version_range(start, end, latest, pipeline), None, BACKFILL
         else:
-            _verify(pipeline, checkpoint, delta_log, latest)
+            _verify(pipeline, checkpoint, delta_log)
             if checkpoint.applied_version is None:
                 planned, origin, pipeline_kind = _first_run(pipeline, delta_log, latest)
             else:
@@ -115,19 +115,32 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
     return result
 
 
-def _verify(pipeline: CdfPipeline, checkpoint: CdfCheckpoint, delta_log: DeltaLog, latest: int) -> None:
+def verify_source(name: str, source_table: str, checkpoint_variable: str, recorded_id: str | None,
+                  applied: int | None, delta_log: DeltaLog) -> TableState | None:
+    """Refuse a source that is not the table its checkpoint was made on: dropped and recreated (another
+    table id), or replaced by an older copy (its latest version is below the applied one). The sensor
+    and the planner both call this, so neither waits forever for versions the new table does not have.
+    Returns the source's state (None: no table there yet)."""
+    where, remedy = f"Variable {checkpoint_variable}", refresh_remedy(name)
+    state = delta_log.state()
+    verify_table("source", source_table, recorded_id, None, state, where, remedy)
+    if state is not None and applied is not None and applied > state.latest_version:
+        raise ChangeDataError(
+            f"checkpoint {where} says versions up to {applied} of {source_table} are applied, but its latest "
+            f"version is {state.latest_version}: the table was replaced by an older copy. To start over on it, "
+            f"{remedy}.")
+    return state
+
+
+def _verify(pipeline: CdfPipeline, checkpoint: CdfCheckpoint, delta_log: DeltaLog) -> None:
     where, remedy = f"Variable {pipeline.checkpoint_variable}", refresh_remedy(pipeline.name)
     if checkpoint.source not in (None, pipeline.source_table):
         raise CheckpointMismatchError(
             f"checkpoint {where} was made reading {checkpoint.source}, but pipeline {pipeline.name} now reads "
             f"{pipeline.source_table}: its applied version says nothing about that table. Point the configuration "
             f"back, or {remedy}.")
-    verify_table("source", pipeline.source_table, checkpoint.source_id, None, delta_log.state(), where, remedy)
-    if checkpoint.applied_version is not None and checkpoint.applied_version > latest:
-        raise ChangeDataError(
-            f"checkpoint {where} says versions up to {checkpoint.applied_version} of {pipeline.source_table} are "
-            f"applied, but its latest version is {latest}: the table was replaced by an older copy. To start "
-            f"over on it, {remedy}.")
+    verify_source(pipeline.name, pipeline.source_table, pipeline.checkpoint_variable, checkpoint.source_id,
+                  checkpoint.applied_version, delta_log)
     verify_targets(checkpoint.targets, {"target": pipeline.target_table}, where, remedy)
 
 

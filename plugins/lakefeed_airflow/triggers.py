@@ -147,21 +147,16 @@ class DeltaVersionTrigger(_PollingTrigger):
 
 def sources_behind(sources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The sources whose latest version (from ``_delta_log``) is past their applied version. A source that
-    is not the table its checkpoint recorded (dropped and recreated) is refused, naming it."""
-    from lakefeed.checkpoint import verify_table
+    is not the table its checkpoint recorded (dropped and recreated, or an older copy) is refused, naming it."""
     from lakefeed.deltalog import DeltaLog
     from lakefeed.storage import Store
-    from lakefeed_airflow.cdf_tasks import refresh_remedy
+    from lakefeed_airflow.cdf_tasks import verify_source
 
     behind = {}
     for source in sources:
-        delta_log = DeltaLog(Store(source["source_table"]))
-        latest = delta_log.latest_version()
-        if source.get("source_table_id") is not None:
-            verify_table("source", source["source_table"], source["source_table_id"], None,
-                         delta_log.state(), f"Variable {source.get('checkpoint_variable')}",
-                         refresh_remedy(source["name"]))
         applied = source["applied_version"]
-        if latest is not None and (applied is None or latest > applied):
-            behind[source["name"]] = {"latest": latest, "applied": applied}
+        state = verify_source(source["name"], source["source_table"], source["checkpoint_variable"],
+                              source.get("source_table_id"), applied, DeltaLog(Store(source["source_table"])))
+        if state is not None and (applied is None or state.latest_version > applied):
+            behind[source["name"]] = {"latest": state.latest_version, "applied": applied}
     return behind

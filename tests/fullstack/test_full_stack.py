@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,15 @@ def first_run_id(env) -> str | None:
     runs = json_lines(airflow(env, "dags", "list-runs", "blob_changefeed_to_delta", "-o", "json",
                               check=False).stdout)
     return runs[0]["run_id"] if runs else None
+
+
+def backfill_runs(env) -> list[dict]:
+    runs = json_lines(airflow(env, "dags", "list-runs", "blob_changefeed_to_delta", "-o", "json", check=False).stdout)
+    return sorted((r for r in runs or [] if r["run_id"].startswith("backfill__")), key=lambda r: r["run_id"])
+
+
+def _safe(run_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
 
 
 def wait_until(condition, seconds: float, what: str):
@@ -113,6 +123,24 @@ def test_full_stack(spark, azurite, tmp_path):
             checkpoint = json.loads(airflow(env, "variables", "get", "lakefeed_blob_checkpoint").stdout
                                     .strip().splitlines()[-1])
             assert checkpoint["watermark"] == format_time(SPEC.last_consumable)
+
+            # Airflow's own Backfill: one run per hourly interval, each re-processing exactly the grid
+            # window that starts in its data interval, at most two at once; the checkpoint stays.
+            airflow(env, "backfill", "create", "--dag-id", "blob_changefeed_to_delta", "--from-date",
+                    format_time(SPEC.start.replace(minute=0)), "--to-date", format_time(SPEC.start.replace(minute=0) + HOUR),
+                    "--max-active-runs", "2")
+            finished = wait_until(lambda: (lambda runs: runs if len(runs) == 2 and all(
+                r["state"] in ("success", "failed") for r in runs) else None)(backfill_runs(env)), 900,
+                "the two backfill runs to finish")
+            assert [r["state"] for r in finished] == ["success", "success"], finished
+            windows_by_run = {r["run_id"]: [w for summary in (tmp_path / "runs" / "blob_changefeed_to_delta" /
+                                                                _safe(r["run_id"])).glob("*/0.json")
+                                            for w in json.loads(summary.read_text())["windows"]] for r in finished}
+            assert sorted(w for ws in windows_by_run.values() for w in ws) == [
+                format_time(SPEC.start), format_time(SPEC.start + HOUR)]
+            assert all(len(ws) == 1 for ws in windows_by_run.values())
+            assert json.loads(airflow(env, "variables", "get", "lakefeed_blob_checkpoint").stdout
+                              .strip().splitlines()[-1]) == checkpoint
 
     windows = truth.ready_windows()
     events = {r["id"] for r in spark.read.format("delta").load(config["events_table"]).select("id").collect()}

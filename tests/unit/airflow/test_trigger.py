@@ -105,10 +105,12 @@ def test_delta_version_trigger_fires_when_a_source_is_behind(tmp_path):
 
     def event(applied, deadline_in=60.0):
         deadline = format_time(datetime.now(timezone.utc) + timedelta(seconds=deadline_in))
-        trigger = DeltaVersionTrigger(sources=[{"name": "t", "source_table": str(tmp_path), "applied_version": applied}],
-                                      deadline=deadline, poke_interval=0.05)
+        trigger = DeltaVersionTrigger(sources=[{"name": "t", "source_table": str(tmp_path), "applied_version": applied,
+                                                "checkpoint_variable": "cp"}], deadline=deadline, poke_interval=0.05)
         return first_event(trigger)
 
     assert event(0) == {"status": "ready", "behind": {"t": {"latest": 1, "applied": 0}}}
     assert event(None)["status"] == "ready"
     assert event(1, deadline_in=0.1) == {"status": "timeout", "behind": {}}
+    replaced = event(5)  # the checkpoint is past the table's latest version: an older copy replaced it
+    assert replaced["status"] == "refused" and "up to 5" in replaced["message"] and "full_refresh=true" in replaced["message"]
