@@ -37,6 +37,7 @@ from lakefeed_airflow.blob_tasks import JOB_SCRIPT
 from lakefeed_airflow.dag_defaults import (
     DAGRUN_TIMEOUT,
     DEFAULT_ARGS,
+    HOURLY,
     SPARK_CONN_ID,
     SPARK_POOL,
     START_DATE,
@@ -53,7 +54,7 @@ from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 @dag(
     dag_id="blob_changefeed_to_delta",
     description="Azure Blob Storage change feed → Delta events and state tables, hourly, exactly once",
-    schedule="@hourly",
+    schedule=HOURLY,
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

@@ -38,6 +38,7 @@ from lakefeed_airflow.cdf_tasks import JOB_SCRIPT
 from lakefeed_airflow.dag_defaults import (
     DAGRUN_TIMEOUT,
     DEFAULT_ARGS,
+    HOURLY,
     SPARK_CONN_ID,
     SPARK_POOL,
     START_DATE,
@@ -55,7 +56,7 @@ from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 @dag(
     dag_id="delta_cdf_to_delta",
     description="Delta change data feeds → Delta mirror tables with tombstones, hourly, exactly once",
-    schedule="@hourly",
+    schedule=HOURLY,
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,

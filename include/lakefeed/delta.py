@@ -17,6 +17,10 @@ log = logging.getLogger(__name__)
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 COMMIT_TOKEN = "commitToken"
 CONFLICT_ATTEMPTS = 8
+# Targets that are updated in place: an update marks the old row deleted (a deletion vector) and writes
+# only the new one, instead of rewriting every file holding a touched key, and a MERGE whose guard
+# lets nothing through commits nothing.
+UPDATED_IN_PLACE = {"delta.enableDeletionVectors": "true"}
 # Delta's answers when two writers create one table at once: retried like a commit conflict.
 CREATION_RACES = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_ALREADY_EXISTS")
 
@@ -30,16 +34,26 @@ def table_location(path: str) -> str:
 
 def ensure_table(spark, path: str, schema, partition_by: tuple[str, ...] = (),
                  properties: dict[str, str] | None = None):
-    """Create the Delta table at ``path`` if absent; return its ``DeltaTable``."""
+    """Create the Delta table at ``path`` if absent, with ``properties``; on an existing table, set those
+    of ``properties`` it lacks (a table made by an earlier version gains deletion vectors, say). Returns
+    its ``DeltaTable``."""
     from delta.tables import DeltaTable
 
+    properties = properties or {}
     if not DeltaTable.isDeltaTable(spark, path):
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         if partition_by:
             builder = builder.partitionedBy(*partition_by)
-        for key, value in (properties or {}).items():
+        for key, value in properties.items():
             builder = builder.property(key, value)
         builder.execute()
+    elif properties:
+        current = {row["key"]: row["value"] for row in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
+        missing = {k: v for k, v in properties.items() if current.get(k) != v}
+        if missing:
+            log.warning("%s: setting %s (a one-time upgrade of a table made before them)", path, missing)
+            settings = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
     return DeltaTable.forPath(spark, path)
 
 

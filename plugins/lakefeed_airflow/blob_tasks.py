@@ -52,7 +52,8 @@ log = logging.getLogger(__name__)
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "blob_changefeed_job.py")
 SUMMED = ("chunkFiles", "emptyChunkFiles", "bytesRead", "recordsRead", "recordsClaimed", "controlDropped",
           "eventsClaimed", "strays", "duplicatesRemoved", "eventsUnique", "eventsInserted", "stateInserted",
-          "stateUpdated")
+          "stateUpdated", "commitsMade", "eventsBytesWritten", "stateBytesWritten", "stateFilesRewritten",
+          "stateRowsCopied")
 RESET_REMEDY = ("trigger blob_changefeed_to_delta with the param reset_checkpoint=true: it ingests again from the "
                 "feed's first segment (or start_from) into the configured targets and records them")
 

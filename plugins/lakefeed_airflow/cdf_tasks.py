@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "delta_cdf_job.py")
 CHANGES, FULL_REFRESH = "changes", "full-refresh"
-SUMMED = ("rowsRead", "keysChanged", "inserted", "updated", "deleted", "unchanged")
+SUMMED = ("rowsRead", "keysChanged", "inserted", "updated", "deleted", "unchanged", "bytesWritten", "filesRewritten",
+          "rowsCopied")
 
 
 def refresh_remedy(pipeline: str) -> str:

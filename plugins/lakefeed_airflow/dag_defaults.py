@@ -16,6 +16,11 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
+from airflow.sdk.definitions.timetables.interval import CronDataIntervalTimetable
+
+# Hourly runs over data intervals [H, H+1h): each of Airflow's Backfill runs then names the hour it
+# re-processes (with Airflow 3's default trigger timetable, a run's interval is a single point).
+HOURLY = CronDataIntervalTimetable("0 * * * *", timezone="UTC")
 SPARK_CONN_ID = "spark_default"
 SPARK_POOL = "lakefeed_spark"
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)

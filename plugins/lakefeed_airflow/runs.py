@@ -54,6 +54,10 @@ def run_kind(run: RunContext, params_name_a_range: bool, reset: bool) -> str:
     """How this run may move the checkpoint (:mod:`lakefeed.progress`): Airflow's Backfill runs and
     runs whose params name a range are backfills; ``reset`` asks for a re-initialisation."""
     if run.is_airflow_backfill:
+        if not (run.interval_start and run.interval_end and run.interval_end > run.interval_start):
+            raise ConfigError(
+                f"this Backfill run has no data interval ({run.interval_start} .. {run.interval_end}): its DAG must "
+                "run on a data-interval timetable (CronDataIntervalTimetable) for a Backfill to name its hours")
         if params_name_a_range or reset:
             raise ConfigError(
                 "this is one of Airflow's Backfill runs: it re-processes exactly its data interval "

@@ -8,7 +8,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from lakefeed.blob.decode import ChunkRef, decode_chunk
+from lakefeed.blob.decode import ChunkRef, columnar_readable, decode_chunk
 from lakefeed.blob.generator import avro_schema
 from lakefeed.blob.schema import RECORD_SCHEMA
 from lakefeed.errors import FeedCorruptError
@@ -18,7 +18,8 @@ SEGMENT = datetime(2026, 1, 1, 0, 10, tzinfo=timezone.utc)
 CHUNK = "log/00/2026/01/01/0010/00000.avro"
 
 
-def record(version, **data_overrides):
+def record(version, writer="legacy", **data_overrides):
+    """A record of ``version`` as ``writer`` writes it (the service: no nulls in its plain strings)."""
     data = {
         "api": "PutBlob", "clientRequestId": "c", "requestId": "r", "etag": "0x1", "contentType": "text/plain",
         "contentLength": 128, "blobType": "BlockBlob", "url": "", "sequencer": "00000000000000010000000000000002",
@@ -26,33 +27,39 @@ def record(version, **data_overrides):
     }
     if version >= 3:
         data.update(previousInfo=None, snapshot=None,
-                    blobPropertiesUpdated={"ContentType": {"current": "a/b", "previous": None}})
+                    blobPropertiesUpdated={"ContentType": {"current": "a/b", "previous": "" if writer == "service" else None}})
     if version >= 4:
         data.update(blobVersion="v", containerVersion="1", blobTier="Hot", asyncOperationInfo={"CopyId": "x"})
     if version >= 5:
         data.update(blobTagsUpdated={"previous": {"t": "1"}, "current": {"t": "2"}},
                     restorePointMarker={"rpl": "label"})
+    if writer == "service":
+        for name in ("blobVersion", "containerVersion", "blobTier", "previousInfo", "snapshot", "blobPropertiesUpdated",
+                     "asyncOperationInfo"):
+            data.setdefault(name, None)
     data.update(data_overrides)
     return {"schemaVersion": version, "topic": "/subscriptions/s", "subject": "/blobServices/default/containers/c/blobs/b",
             "eventType": "BlobCreated", "eventTime": "2026-01-01T00:30:00.1234567Z", "id": f"id-{version}", "data": data}
 
 
-def write_chunk(root, records, schema=None, version=1):
+def write_chunk(root, records, schema=None, version=1, writer="legacy"):
     path = root / CHUNK
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as handle:
-        fastavro.writer(handle, fastavro.parse_schema(schema or avro_schema(version)), records)
+        fastavro.writer(handle, fastavro.parse_schema(schema or avro_schema(version, writer)), records)
     return path
 
 
-def decode(root):
-    batches = list(decode_chunk(Store(str(root)), ChunkRef(str(root), CHUNK, "00", SEGMENT), batch_size=2))
+def decode(root, columnar=True):
+    chunk = ChunkRef(str(root), CHUNK, "00", SEGMENT, columnar=columnar)
+    batches = list(decode_chunk(Store(str(root)), chunk, batch_size=2))
     return pa.Table.from_batches(batches, schema=RECORD_SCHEMA).to_pylist()
 
 
+@pytest.mark.parametrize("writer", ["service", "legacy"])
 @pytest.mark.parametrize("version", [1, 3, 4, 5, 6])
-def test_each_schema_version_normalises_into_the_superset(tmp_path, version):
-    write_chunk(tmp_path, [record(version)], version=version)
+def test_each_schema_version_normalises_into_the_superset(tmp_path, version, writer):
+    write_chunk(tmp_path, [record(version, writer)], version=version, writer=writer)
     [row] = decode(tmp_path)
     assert row["schemaVersion"] == version
     assert row["id"] == f"id-{version}"
@@ -66,7 +73,8 @@ def test_each_schema_version_normalises_into_the_superset(tmp_path, version):
     if version == 1:
         assert row["data"]["blobTier"] is None and row["data"]["blobPropertiesUpdated"] is None
     if version >= 3:
-        assert row["data"]["blobPropertiesUpdated"] == [("ContentType", {"current": "a/b", "previous": None})]
+        assert row["data"]["blobPropertiesUpdated"] == [
+            ("ContentType", {"current": "a/b", "previous": "" if writer == "service" else None})]
     if version >= 4:
         assert row["data"]["blobTier"] == "Hot"
         assert row["data"]["asyncOperationInfo"] == [("CopyId", "x")]
@@ -76,7 +84,7 @@ def test_each_schema_version_normalises_into_the_superset(tmp_path, version):
 
 
 def test_unknown_fields_are_kept_not_dropped(tmp_path):
-    schema = avro_schema(1)
+    schema = avro_schema(1, "legacy")
     schema["fields"].append({"name": "newTopLevel", "type": "string"})
     schema["fields"][6]["type"]["fields"].append({"name": "futureField", "type": {"type": "array", "items": "int"}})
     rec = record(1, futureField=[1, 2])
@@ -135,38 +143,72 @@ def test_unreadable_event_time_names_the_record(tmp_path):
         decode(tmp_path)
 
 
-def test_deflate_codec(tmp_path):
+@pytest.mark.parametrize("columnar", [True, False])
+def test_deflate_codec(tmp_path, columnar):
     path = tmp_path / CHUNK
     path.parent.mkdir(parents=True)
     buffer = io.BytesIO()
-    fastavro.writer(buffer, fastavro.parse_schema(avro_schema(6)), [record(6)], codec="deflate")
+    fastavro.writer(buffer, fastavro.parse_schema(avro_schema(6, "service")), [record(6, "service")] * 3,
+                    codec="deflate")
     path.write_bytes(buffer.getvalue())
-    assert json.loads(json.dumps(decode(tmp_path)[0]["id"])) == "id-6"
+    assert [row["id"] for row in decode(tmp_path, columnar)] == ["id-6"] * 3
 
 
+@pytest.mark.parametrize("writer", ["service", "legacy"])
 @pytest.mark.parametrize("version", [1, 3, 4, 5, 6])
-def test_columnar_and_record_paths_agree(tmp_path, version, monkeypatch):
-    import lakefeed.blob.decode as decode_module
-
-    records = [dict(record(version), id=f"e{i}", eventTime=f"2026-01-01T00:{i:02d}:00.00000{i % 10}Z")
+def test_columnar_and_record_paths_agree(tmp_path, version, writer):
+    records = [dict(record(version, writer), id=f"e{i}", eventTime=f"2026-01-01T00:{i:02d}:00.00000{i % 10}Z")
                for i in range(7)]
-    write_chunk(tmp_path, records, version=version)
-    assert decode_module.fits_superset(avro_schema(version))
-    columnar = decode(tmp_path)
-    monkeypatch.setattr(decode_module, "fits_superset", lambda schema: False)
-    assert decode(tmp_path) == columnar
+    write_chunk(tmp_path, records, version=version, writer=writer)
+    assert columnar_readable(avro_schema(version, writer))
+    assert decode(tmp_path, columnar=False) == decode(tmp_path, columnar=True)
+
+
+def test_the_service_schema_is_on_the_columnar_path_with_its_enums(tmp_path):
+    schema = avro_schema(6, "service")
+    kinds = {f["name"]: f["type"] for f in schema["fields"]}
+    assert kinds["eventType"]["type"] == "enum" and columnar_readable(schema)
+    write_chunk(tmp_path, [record(6, "service", blobTier="Cold")], version=6, writer="service")
+    [row] = decode(tmp_path)
+    assert (row["eventType"], row["data"]["api"], row["data"]["blobType"], row["data"]["blobTier"]) == (
+        "BlobCreated", "PutBlob", "BlockBlob", "Cold")
 
 
 def test_a_field_of_another_type_takes_the_record_path_and_is_kept(tmp_path):
-    from lakefeed.blob.decode import fits_superset
-
-    schema = avro_schema(1)
+    schema = avro_schema(1, "legacy")
     data_fields = schema["fields"][6]["type"]["fields"]
     next(f for f in data_fields if f["name"] == "contentLength")["type"] = "string"
-    assert not fits_superset(schema)
+    assert not columnar_readable(schema)
     write_chunk(tmp_path, [record(1, contentLength="128 bytes")], schema=schema)
     [row] = decode(tmp_path)
     assert row["data"]["contentLength"] is None and dict(row["data"]["extra"]) == {"contentLength": '"128 bytes"'}
+
+
+def test_an_unknown_nested_field_takes_the_record_path_and_is_kept(tmp_path):
+    """A nested record with a field the superset lacks must not lose it on the columnar path."""
+    schema = avro_schema(6, "service")
+    data_fields = schema["fields"][6]["type"]["fields"]
+    changes = next(f for f in data_fields if f["name"] == "blobPropertiesUpdated")["type"][1]["values"]
+    changes["fields"].append({"name": "reason", "type": "string", "default": ""})
+    assert not columnar_readable(schema)
+    rec = record(6, "service", blobPropertiesUpdated={"ContentType": {"current": "a", "previous": "b", "reason": "x"}})
+    write_chunk(tmp_path, [rec], schema=schema)
+    [row] = decode(tmp_path)
+    assert row["data"]["blobPropertiesUpdated"] is None
+    assert json.loads(dict(row["data"]["extra"])["blobPropertiesUpdated"]) == {
+        "ContentType": {"current": "a", "previous": "b", "reason": "x"}}
+
+
+def test_a_tag_map_with_another_key_is_kept_in_extra(tmp_path):
+    records = [record(6, "service", blobTagsUpdated={"previous": {"t": "1"}, "current": {"t": "2"}}),
+               dict(record(6, "service", blobTagsUpdated={"previous": {}, "current": {}, "source": {"by": "x"}}),
+                    id="e1")]
+    write_chunk(tmp_path, records, version=6, writer="service")
+    rows = decode(tmp_path)
+    assert rows == decode(tmp_path, columnar=False)
+    assert rows[0]["data"]["blobTagsUpdated"] == {"previous": [("t", "1")], "current": [("t", "2")]}
+    assert rows[1]["data"]["blobTagsUpdated"] is None
+    assert json.loads(dict(rows[1]["data"]["extra"])["blobTagsUpdated"])["source"] == {"by": "x"}
 
 
 def test_columnar_path_still_names_a_bad_record(tmp_path):

@@ -26,7 +26,7 @@ def records_df(spark, tmp_path, records, chunk="log/00/2026/01/01/0510/00000.avr
     path = tmp_path / chunk
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as handle:
-        fastavro.writer(handle, fastavro.parse_schema(avro_schema(1)), records)
+        fastavro.writer(handle, fastavro.parse_schema(avro_schema(1, "legacy")), records)
     batches = list(decode_chunk(Store(str(tmp_path)), ChunkRef(str(tmp_path), chunk, "00", segment)))
     return spark.createDataFrame(pa.Table.from_batches(batches))
 

@@ -12,6 +12,7 @@ naming the file and, where known, the record.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -21,7 +22,10 @@ import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefeed.blob.avro_container import Header, block_groups, read_header
 from lakefeed.blob.schema import (
+    BLOB_PROPERTIES_UPDATED,
+    BLOB_TAGS_UPDATED,
     DATA_BOOL_FIELDS,
     DATA_FIELDS,
     DATA_LONG_FIELDS,
@@ -49,6 +53,7 @@ CHUNK_INPUT_SCHEMA = pa.schema(
         ("path", pa.string()),
         ("shard", pa.string()),
         ("segmentStart", pa.timestamp("us", tz="UTC")),
+        ("columnar", pa.bool_()),   # the columnar reader where lossless (false: fastavro for every file)
     ]
 )
 
@@ -61,37 +66,68 @@ class ChunkRef:
     path: str
     shard: str
     segment_start: datetime
+    columnar: bool = True
 
 
 def decode_chunk(store: Store, chunk: ChunkRef, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+    """Decoded records of one chunk file, in ``batch_size`` batches of :data:`RECORD_SCHEMA`.
+
+    A file whose writer schema the superset represents exactly (:func:`columnar_readable`, the
+    service's own schema included) is decoded column by column by a Rust Avro reader, a group of
+    whole blocks at a time; any other file (unknown fields, odd types), or every file when
+    ``chunk.columnar`` is false, record by record with fastavro, which keeps unknown fields in ``extra``.
+    """
     url = store.url(chunk.path)
     with store.open(chunk.path) as handle:
         if not handle.read(1):
             return  # 0-byte chunk file: empty, not corrupt
         handle.seek(0)
-        reader = _avro_reader(handle, url)
-        # Files whose writer schema holds only fields of the superset take the columnar
-        # path (Arrow converts whole batches in C++); anything else keeps every
-        # unknown field through the record-by-record path.
-        columnar = fits_superset(reader.writer_schema)
-        records: list = []
-        first = 0
+        header, stream = read_header(handle, url)
+        if chunk.columnar and columnar_readable(header.schema):
+            yield from _decode_columnar(header, stream, chunk, url, batch_size)
+            return
+        handle.seek(0)
+        yield from _decode_records(handle, chunk, url, batch_size)
+
+
+def _decode_records(handle, chunk: ChunkRef, url: str, batch_size: int) -> Iterator[pa.RecordBatch]:
+    reader = _avro_reader(handle, url)
+    builder = _BatchBuilder(chunk, url)
+    index = 0
+    try:
+        for record in reader:  # iterating in fastavro's C loop, not next() per record
+            builder.add(record, index)
+            index += 1
+            if builder.rows == batch_size:
+                yield builder.flush()
+    except FeedCorruptError:
+        raise
+    except Exception as exc:
+        raise FeedCorruptError(
+            f"{url}: corrupt or truncated Avro after record {index} ({type(exc).__name__}: {exc})"
+        ) from None
+    if builder.rows:
+        yield builder.flush()
+
+
+def _decode_columnar(header: Header, stream, chunk: ChunkRef, url: str, batch_size: int) -> Iterator[pa.RecordBatch]:
+    from polars_avro import read_avro
+
+    for group in block_groups(header, stream):
+        if not group.records:
+            continue
         try:
-            for record in reader:  # iterating in fastavro's C loop, not next() per record
-                records.append(record)
-                if len(records) == batch_size:
-                    yield _to_batch(records, first, chunk, url, columnar)
-                    first += len(records)
-                    records = []
-        except FeedCorruptError:
-            raise
-        except Exception as exc:
-            raise FeedCorruptError(
-                f"{url}: corrupt or truncated Avro after record {first + len(records)} "
-                f"({type(exc).__name__}: {exc})"
-            ) from None
-        if records:
-            yield _to_batch(records, first, chunk, url, columnar)
+            table = read_avro(io.BytesIO(group.data), batch_size=batch_size).to_arrow()
+        except Exception as exc:  # the Rust reader's errors come as several types
+            raise FeedCorruptError(f"{url}: corrupt Avro in the records from {group.first_record} on "
+                                   f"({type(exc).__name__}: {exc})") from None
+        if table.num_rows != group.records:
+            raise FeedCorruptError(f"{url}: corrupt Avro: the blocks from record {group.first_record} on claim "
+                                   f"{group.records} records but hold {table.num_rows}")
+        first = group.first_record
+        for batch in table.to_batches(max_chunksize=batch_size):
+            yield _normalize(batch, first, chunk, url)
+            first += batch.num_rows
 
 
 def _avro_reader(handle, url: str) -> fastavro.reader:
@@ -101,59 +137,76 @@ def _avro_reader(handle, url: str) -> fastavro.reader:
         raise FeedCorruptError(f"{url}: not a valid Avro file ({type(exc).__name__}: {exc})") from None
 
 
-def writer_schema(store: Store, path: str) -> Any:
-    """The writer schema in a chunk file's header (only the header is read); None for a 0-byte file."""
-    with store.open(path) as handle:
-        if not handle.read(1):
-            return None
-        handle.seek(0)
-        return _avro_reader(handle, store.url(path)).writer_schema
-
-
-def _to_batch(records: list, first: int, chunk: ChunkRef, url: str, columnar: bool) -> pa.RecordBatch:
-    if columnar:
-        try:
-            return _columnar_batch(records, first, chunk, url)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-            pass  # a value Arrow would not convert: the record path keeps it in `extra` or names it
-    builder = _BatchBuilder(chunk, url)
-    for offset, record in enumerate(records):
-        builder.add(record, first + offset)
-    return builder.flush()
-
-
-_RAW_SCHEMA = pa.schema([RECORD_SCHEMA.field(name) for name in EVENT_FIELDS])
-_SUPPORTED = pa.array(sorted(SUPPORTED_SCHEMA_VERSIONS), pa.int32())
+_SUPPORTED = pa.array(sorted(SUPPORTED_SCHEMA_VERSIONS), pa.int64())
 _SERVICE_TIME = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{7}Z$"
-_AVRO_TYPES = {"string": pa.string(), "long": pa.int64(), "int": pa.int64(), "boolean": pa.bool_()}
+_TEXT_KINDS = ("string", "enum")  # the service writes eventType, api, blobType and blobTier as Avro enums
+_TAG_SIDES = ("previous", "current")
 
 
-def fits_superset(writer_schema: Any) -> bool:
-    """Whether every field of the file's writer schema is a superset field of a compatible kind."""
-    if not isinstance(writer_schema, dict) or writer_schema.get("type") != "record":
+def columnar_readable(writer_schema: Any) -> bool:
+    """Whether the superset represents every field of this writer schema exactly, nested ones included,
+    so the columnar reader can lose nothing: the superset's fields only; text as ``string`` or ``enum``;
+    counts as ``int`` or ``long``; maps of strings; ``blobPropertiesUpdated`` a map of records of
+    ``current``/``previous`` strings; ``blobTagsUpdated`` a record or a map (the service's) of
+    ``previous``/``current`` string maps; no logical types. Anything else takes the record path."""
+    if not isinstance(writer_schema, dict) or writer_schema.get("type") != "record" or _has_logical_type(writer_schema):
         return False
     top = {f["name"]: f["type"] for f in writer_schema.get("fields", [])}
-    if set(top) - _KNOWN_EVENT_FIELDS:
+    if set(top) - _KNOWN_EVENT_FIELDS or "data" not in top:
         return False
-    for name in EVENT_STRING_FIELDS:
-        if name in top and _kind(top[name]) != "string":
-            return False
+    if not all(_kind(top[name]) in _TEXT_KINDS for name in EVENT_STRING_FIELDS if name in top):
+        return False
     if "schemaVersion" in top and _kind(top["schemaVersion"]) not in ("int", "long"):
         return False
-    data = non_null(top.get("data"))
+    data = non_null(top["data"])
     if not isinstance(data, dict) or data.get("type") != "record":
         return False
     for field in data.get("fields", []):
-        name, kind = field["name"], _kind(field["type"])
-        if name not in _KNOWN_DATA_FIELDS:
-            return False
-        expected = DATA_TYPE.field(name).type
-        if pa.types.is_map(expected) or pa.types.is_struct(expected):
-            if kind not in ("map", "record"):
-                return False
-        elif _AVRO_TYPES.get(kind) != expected and not (kind == "int" and expected == pa.int64()):
+        name, kind = field["name"], non_null(field["type"])
+        if name in DATA_STRING_FIELDS:
+            ok = _kind(kind) in _TEXT_KINDS
+        elif name in DATA_LONG_FIELDS:
+            ok = _kind(kind) in ("int", "long")
+        elif name in DATA_BOOL_FIELDS:
+            ok = _kind(kind) == "boolean"
+        elif name in DATA_MAP_FIELDS:
+            ok = _is_string_map(kind)
+        elif name == "blobPropertiesUpdated":
+            ok = _kind(kind) == "map" and _is_record_of(kind.get("values"), ["current", "previous"], _is_string)
+        elif name == "blobTagsUpdated":
+            ok = _is_record_of(kind, list(_TAG_SIDES), _is_string_map) or (
+                _kind(kind) == "map" and _is_string_map(kind.get("values")))
+        else:
+            ok = False
+        if not ok:
             return False
     return True
+
+
+def _is_string(avro_type: Any) -> bool:
+    return _kind(avro_type) == "string"
+
+
+def _is_string_map(avro_type: Any) -> bool:
+    avro_type = non_null(avro_type)
+    return isinstance(avro_type, dict) and avro_type.get("type") == "map" and _is_string(avro_type.get("values"))
+
+
+def _is_record_of(avro_type: Any, names: list[str], is_field_type) -> bool:
+    """A record of exactly these fields, in this order (the superset's own), each of the given kind."""
+    avro_type = non_null(avro_type)
+    if not isinstance(avro_type, dict) or avro_type.get("type") != "record":
+        return False
+    fields = avro_type.get("fields", [])
+    return [f["name"] for f in fields] == names and all(is_field_type(f["type"]) for f in fields)
+
+
+def _has_logical_type(avro_type: Any) -> bool:
+    if isinstance(avro_type, dict):
+        return "logicalType" in avro_type or any(_has_logical_type(v) for v in avro_type.values())
+    if isinstance(avro_type, list):
+        return any(_has_logical_type(v) for v in avro_type)
+    return False
 
 
 def non_null(avro_type: Any) -> Any:
@@ -171,21 +224,46 @@ def _kind(avro_type: Any) -> str | None:
     return avro_type
 
 
-def _columnar_batch(records: list, first: int, chunk: ChunkRef, url: str) -> pa.RecordBatch:
-    raw = pa.RecordBatch.from_pylist(records, schema=_RAW_SCHEMA)
-    n = raw.num_rows
-    versions = raw.column("schemaVersion")
-    bad = pc.invert(pc.fill_null(pc.is_in(versions, value_set=_SUPPORTED), False))
-    if pc.any(bad).as_py():
-        index = pc.index(bad, True).as_py()
-        _BatchBuilder(chunk, url).add(records[index], first + index)  # raises, naming file and record
-    ids = raw.column("id")
-    if pc.any(pc.fill_null(pc.equal(pc.utf8_length(ids), 0), True)).as_py():
-        index = pc.index(pc.fill_null(pc.equal(pc.utf8_length(ids), 0), True), True).as_py()
-        _BatchBuilder(chunk, url).add(records[index], first + index)
-    ticks = _ticks(raw.column("eventTime"), records, first, chunk, url)
+def _text(column: pa.Array | None, n: int) -> pa.Array:
+    """A text column as ``string``: enums arrive as dictionaries, strings as large strings."""
+    if column is None:
+        return pa.nulls(n, pa.string())
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    return column.cast(pa.string())
+
+
+def _normalize(batch: pa.RecordBatch, first: int, chunk: ChunkRef, url: str) -> pa.RecordBatch:
+    """A batch as the columnar reader decoded it, checked and shaped into :data:`RECORD_SCHEMA`.
+
+    A record with an unknown ``schemaVersion``, no ``id`` or an unreadable ``eventTime`` raises,
+    naming the file and the record, exactly as the record path does.
+    """
+    n = batch.num_rows
+    columns = dict(zip(batch.schema.names, batch.columns))
+    text = {name: _text(columns.get(name), n) for name in EVENT_STRING_FIELDS}
+
+    def reject(mask: pa.Array) -> None:
+        if pc.any(mask).as_py():
+            index = pc.index(mask, True).as_py()
+            row = {name: text[name][index].as_py() for name in ("id", "eventTime")}
+            row["schemaVersion"] = versions[index].as_py()
+            _BatchBuilder(chunk, url).add(row, first + index)  # raises, naming the file and the record
+
+    versions = columns["schemaVersion"].cast(pa.int64()) if "schemaVersion" in columns else pa.nulls(n, pa.int64())
+    reject(pc.invert(pc.fill_null(pc.is_in(versions, value_set=_SUPPORTED), False)))
+    reject(pc.fill_null(pc.equal(pc.utf8_length(text["id"]), 0), True))
+    ticks = _ticks(text["eventTime"], reject)
+    data = _data_struct(columns["data"], n)
+    if data is None:  # a value the superset cannot hold (a tag map with other keys): the record path keeps it
+        builder = _BatchBuilder(chunk, url)
+        for offset, record in enumerate(_records(batch)):
+            builder.add(record, first + offset)
+        return builder.flush()
     start = chunk.segment_start if chunk.segment_start.tzinfo else chunk.segment_start.replace(tzinfo=timezone.utc)
-    columns = [raw.column(name) for name in EVENT_FIELDS] + [
+    arrays = [text[name] for name in EVENT_STRING_FIELDS] + [
+        versions.cast(pa.int32()),
+        data,
         pa.nulls(n, _MAP),
         ticks,
         pa.array([start] * n, type=pa.timestamp("us", tz="UTC")),
@@ -193,10 +271,61 @@ def _columnar_batch(records: list, first: int, chunk: ChunkRef, url: str) -> pa.
         pa.array([chunk.path] * n, type=pa.string()),
         pa.array(range(first, first + n), type=pa.int64()),
     ]
-    return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=RECORD_SCHEMA)
 
 
-def _ticks(times: pa.Array, records: list, first: int, chunk: ChunkRef, url: str) -> pa.Array:
+def _data_struct(data: pa.StructArray, n: int) -> pa.StructArray | None:
+    """``data`` in the superset's shape, or None when a value does not fit it (see :func:`_normalize`)."""
+    present = {data.type.field(i).name: data.field(i) for i in range(data.type.num_fields)}
+    children = []
+    for field in DATA_TYPE:
+        child = present.get(field.name)
+        if field.name == "extra" or child is None:
+            children.append(pa.nulls(n, field.type))
+        elif field.name in DATA_STRING_FIELDS:
+            children.append(_text(child, n))
+        elif field.name == "blobPropertiesUpdated":
+            children.append(child.cast(BLOB_PROPERTIES_UPDATED))
+        elif field.name == "blobTagsUpdated":
+            tags = _tag_changes(child)
+            if tags is None:
+                return None
+            children.append(tags)
+        else:
+            children.append(child.cast(field.type))
+    return pa.StructArray.from_arrays(children, fields=list(DATA_TYPE), mask=data.is_null())
+
+
+def _tag_changes(child: pa.Array) -> pa.StructArray | None:
+    """``blobTagsUpdated`` as the superset's record: from the service's map of ``previous``/``current``
+    maps (None if a map holds another key), or from an older writer's record."""
+    if isinstance(child, pa.MapArray):
+        keys = child.keys
+        if len(keys) and not pc.all(pc.is_in(keys.cast(pa.string()), value_set=pa.array(_TAG_SIDES))).as_py():
+            return None
+        sides = [pc.map_lookup(child, pa.scalar(side, child.type.key_type), "first").cast(_MAP)
+                 for side in _TAG_SIDES]
+    else:
+        return child.cast(BLOB_TAGS_UPDATED)  # an older writer's record of exactly the superset's fields
+    return pa.StructArray.from_arrays(sides, fields=list(BLOB_TAGS_UPDATED), mask=child.is_null())
+
+
+def _records(batch: pa.RecordBatch) -> list[dict]:
+    """The batch as the record path sees records: maps as dicts, enums as their symbols."""
+    def plain(value: Any, kind: pa.DataType) -> Any:
+        if value is None:
+            return None
+        if pa.types.is_map(kind):
+            return {k: plain(v, kind.item_type) for k, v in value}
+        if pa.types.is_struct(kind):
+            return {f.name: plain(value[f.name], f.type) for f in kind}
+        return value
+
+    rows = pa.Table.from_batches([batch]).to_pylist()
+    return [{name: plain(row[name], batch.schema.field(name).type) for name in batch.schema.names} for row in rows]
+
+
+def _ticks(times: pa.Array, reject) -> pa.Array:
     """100 ns ticks; vectorised for the service's own format (7 digits, Z), per record otherwise."""
     if times.null_count == 0 and pc.all(pc.match_substring_regex(times, _SERVICE_TIME)).as_py():
         seconds = pc.cast(pc.strptime(pc.utf8_slice_codeunits(times, 0, 19), format="%Y-%m-%dT%H:%M:%S",
@@ -208,7 +337,7 @@ def _ticks(times: pa.Array, records: list, first: int, chunk: ChunkRef, url: str
         try:
             out.append(parse_event_time(text if isinstance(text, str) else ""))
         except ValueError:
-            _BatchBuilder(chunk, url).add(records[offset], first + offset)  # raises, naming the record
+            reject(pa.array([i == offset for i in range(len(times))]))
     return pa.array(out, type=pa.int64())
 
 
@@ -227,7 +356,7 @@ def decode_arrow_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Rec
         for batch in batches:
             for row in batch.to_pylist():
                 yield ChunkRef(root=row["root"], path=row["path"], shard=row["shard"],
-                               segment_start=row["segmentStart"])
+                               segment_start=row["segmentStart"], columnar=row["columnar"])
     yield from decode_chunks(refs())
 
 

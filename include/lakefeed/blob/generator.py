@@ -50,6 +50,7 @@ class FeedSpec:
     boundary_rate: float = 0.06      # events up to 14 minutes across either hour edge
     stray_rate: float = 0.002
     codec: str = "null"
+    writer: str = "service"          # the service's own schema (enums), or "legacy": an older string-typed writer
     seed: int = 7
 
     @property
@@ -111,10 +112,79 @@ def _nullable(avro_type):
 
 
 _STRING_MAP = {"type": "map", "values": "string"}
+SERVICE = "service"
+LEGACY = "legacy"
+WRITERS = (SERVICE, LEGACY)
 
 
-def avro_schema(version: int) -> dict:
-    """The writer schema of a chunk file holding schema version ``version`` records."""
+def _enum(name: str, symbols: list[str]) -> dict:
+    return {"type": "enum", "name": name, "symbols": symbols, "default": symbols[0]}
+
+
+def _text(name: str) -> dict:
+    return {"name": name, "type": "string", "default": ""}
+
+
+def service_schema(version: int) -> dict:
+    """The writer schema the Azure service puts in its chunk files, as read from real ones (Azure SDK test
+    recordings of v4, v5 and v6 chunk files): record ``Microsoft.Storage.BlobChangeEvent``; ``eventType``,
+    ``api``, ``blobType`` and ``blobTier`` are Avro enums; unions put ``null`` first; ``blobTagsUpdated``
+    is a map of maps (``previous``, ``current``); ``schemaVersion`` is a long whose default stays 4 (each
+    record carries its own version). The text does not follow the version number: the 2020 (v4) text
+    lacks the v5 fields and symbols, v6 adds the ``Cold`` tier. Versions 1 and 3 (no real file is public)
+    use the v4 text with the fields they lack left null.
+    """
+    event_types = ["UnspecifiedEventType", "BlobCreated", "BlobDeleted", "BlobPropertiesUpdated",
+                   "BlobSnapshotCreated", "Control", "BlobTierChanged", "BlobAsyncOperationInitiated"]
+    apis = ["UnspecifiedApi", "PutBlob", "PutBlockList", "CopyBlob", "DeleteBlob", "SetBlobMetadata", "ControlEvent",
+            "UndeleteBlob", "SetBlobProperties", "SnapshotBlob", "SetBlobTier", "AbortCopyBlob"]
+    tiers = ["UnspecifiedBlobTier", "Hot", "Cool", "Archive"]
+    if version >= 5:
+        event_types.append("RestorePointMarkerCreated")
+        apis += ["SetBlobTags", "CreateRestorePointMarker"]
+    if version >= 6:
+        tiers.append("Cold")
+    api = _enum("ApiEnum", apis)
+    blob_type = _enum("BlobTypeEnum", ["UnspecifiedBlobType", "BlockBlob", "PageBlob", "AppendBlob"])
+    data_fields = [
+        {"name": "api", "type": api, "default": api["default"]},
+        _text("clientRequestId"), _text("requestId"), _text("etag"), _text("contentType"),
+        {"name": "contentLength", "type": "long", "default": 0},
+        {"name": "blobType", "type": blob_type, "default": blob_type["default"]},
+        {"name": "blobVersion", "type": _nullable("string"), "default": None},
+        {"name": "containerVersion", "type": _nullable("string"), "default": None},
+        {"name": "blobTier", "type": _nullable(_enum("BlobTierEnum", tiers)), "default": None},
+        _text("url"), _text("sequencer"),
+        {"name": "previousInfo", "type": _nullable(_STRING_MAP), "default": None},
+        {"name": "snapshot", "type": _nullable("string"), "default": None},
+        {"name": "blobPropertiesUpdated", "type": _nullable({
+            "type": "map", "values": {"type": "record", "name": "values",
+                                      "fields": [_text("current"), _text("previous")]}}), "default": None},
+        {"name": "asyncOperationInfo", "type": _nullable(_STRING_MAP), "default": None},
+    ]
+    if version >= 5:
+        data_fields += [
+            {"name": "blobTagsUpdated", "type": _nullable({"type": "map", "values": _STRING_MAP}), "default": None},
+            {"name": "restorePointMarker", "type": _nullable(_STRING_MAP), "default": None},
+        ]
+    data_fields.append({"name": "storageDiagnostics", "type": _STRING_MAP, "default": {}})
+    return {
+        "type": "record",
+        "name": "BlobChangeEvent",
+        "namespace": "Microsoft.Storage",
+        "fields": [
+            {"name": "schemaVersion", "type": "long", "default": 4},
+            _text("topic"), _text("subject"),
+            {"name": "eventType", "type": _enum("EventTypeEnum", event_types)},
+            _text("eventTime"), _text("id"),
+            {"name": "data", "type": {"type": "record", "name": "BlobChangeEventData", "fields": data_fields}},
+        ],
+    }
+
+
+def legacy_schema(version: int) -> dict:
+    """An older writer's schema, kept as an extra case: every enum a plain string, ``blobTagsUpdated`` a
+    record, ``schemaVersion`` an int, only the fields each version defines."""
     data_fields = [
         {"name": "api", "type": "string"},
         {"name": "clientRequestId", "type": "string"},
@@ -170,8 +240,15 @@ def avro_schema(version: int) -> dict:
     }
 
 
+def avro_schema(version: int, writer: str = SERVICE) -> dict:
+    """The writer schema of a chunk file holding schema version ``version`` records."""
+    if writer not in WRITERS:
+        raise ValueError(f"writer must be one of {', '.join(WRITERS)}, not {writer!r}")
+    return service_schema(version) if writer == SERVICE else legacy_schema(version)
+
+
 SCHEMA_VERSIONS = (1, 3, 4, 5, 6)
-_PARSED_SCHEMAS = {v: fastavro.parse_schema(avro_schema(v)) for v in SCHEMA_VERSIONS}
+_PARSED_SCHEMAS = {(v, w): fastavro.parse_schema(avro_schema(v, w)) for v in SCHEMA_VERSIONS for w in WRITERS}
 
 
 def event_time_text(ticks: int) -> str:
@@ -285,7 +362,8 @@ class _Generator:
             with path.open("wb") as handle:
                 # A seeded sync marker keeps the bytes reproducible (fastavro picks a random one).
                 marker = random.Random(f"{self.spec.seed}:{path.relative_to(self.root)}").randbytes(16)
-                fastavro.writer(handle, _PARSED_SCHEMAS[version], piece, codec=self.spec.codec, sync_marker=marker)
+                fastavro.writer(handle, _PARSED_SCHEMAS[version, self.spec.writer], piece, codec=self.spec.codec,
+                                sync_marker=marker)
 
     def _event(self, rng: random.Random, subject: str, ticks: int, version: int) -> dict:
         exists = self.blob_exists.get(subject, False)
@@ -309,7 +387,8 @@ class _Generator:
             "contentLength": rng.randint(0, 10_000_000),
             "blobType": "BlockBlob",
             "url": "",
-            "sequencer": f"{self.sequence:048x}",
+            # Like the service's: a 32-digit upper-case epoch part, then a 16-digit lower-case counter.
+            "sequencer": f"{0x48CF0:032X}{self.sequence:016x}",
             "storageDiagnostics": {"bid": f"{rng.getrandbits(64):016x}", "seq": "(2,18446744073709551615,29,29)",
                                    "sid": f"{rng.getrandbits(64):016x}"},
         }
@@ -331,6 +410,10 @@ class _Generator:
                 {"previous": {"team": "a"}, "current": {"team": "b"}} if rng.random() < 0.1 else None
             )
             data["restorePointMarker"] = None
+        if self.spec.writer == SERVICE:  # the service's text always has the v4 fields: null where a version lacks them
+            for name in ("blobVersion", "containerVersion", "blobTier", "previousInfo", "snapshot",
+                         "blobPropertiesUpdated", "asyncOperationInfo"):
+                data.setdefault(name, None)
         return {
             "schemaVersion": version,
             "topic": TOPIC,
@@ -346,6 +429,7 @@ class _Generator:
         self.sequence -= 1  # Control records are not changes: no sequencer of their own
         record["eventType"] = "Control"
         record["data"]["sequencer"] = ""
+        record["data"]["api"] = "ControlEvent"
         return record
 
     def _manifest(self, start: datetime, status: str, shard_paths: list[str]) -> dict:
@@ -372,6 +456,8 @@ def generate_feed(root: str | Path, spec: FeedSpec = FeedSpec()) -> GroundTruth:
         raise ValueError("a feed needs at least one hour and one shard")
     if spec.hours - 1 in spec.gap_hours:
         raise ValueError("the last consumable hour must have a segment")
+    if spec.writer not in WRITERS:
+        raise ValueError(f"writer must be one of {', '.join(WRITERS)}, not {spec.writer!r}")
     return _Generator(spec, Path(root)).run()
 
 
@@ -386,11 +472,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blobs", type=int, default=FeedSpec.blobs)
     parser.add_argument("--gap-hours", default="2", help="comma-separated hour indexes with no segment")
     parser.add_argument("--codec", default="null", choices=("null", "deflate"))
+    parser.add_argument("--writer", default=SERVICE, choices=WRITERS,
+                        help="service: the schema the Azure service writes (enums); legacy: plain strings")
     parser.add_argument("--seed", type=int, default=FeedSpec.seed)
     parser.add_argument("--truth", help="also write the ground truth as JSON to this file")
     args = parser.parse_args(argv)
     spec = FeedSpec(start=args.start, hours=args.hours, events_per_hour=args.events_per_hour, shards=args.shards,
                     records_per_chunk=args.records_per_chunk, blobs=args.blobs, codec=args.codec, seed=args.seed,
+                    writer=args.writer,
                     gap_hours=tuple(int(h) for h in args.gap_hours.split(",") if h.strip()))
     truth = generate_feed(args.out, spec)
     if args.truth:

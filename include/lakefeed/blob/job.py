@@ -10,7 +10,6 @@ re-run after a failure between them converges.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -18,16 +17,7 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition, writer_schema
-from lakefeed.blob.jvm_decode import (
-    first_problem_metric,
-    jvm_readable,
-    local_path,
-    one_file_per_partition,
-    raise_record_problem,
-    read_chunk_files,
-    with_record_problem,
-)
+from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.plan import RunPlan, plan_run
 from lakefeed.blob.schema import spark_schema
@@ -42,7 +32,7 @@ from lakefeed.blob.transforms import (
     with_claim,
 )
 from lakefeed.config import DECODERS
-from lakefeed.delta import ensure_table, table_location, table_version, tagged_write
+from lakefeed.delta import UPDATED_IN_PLACE, ensure_table, table_location, table_version, tagged_write
 from lakefeed.errors import FeedCorruptError
 from lakefeed.storage import Store
 
@@ -50,11 +40,8 @@ log = logging.getLogger(__name__)
 
 PIPELINE = "blob_changefeed"
 EVENTS_PARTITIONS = ("eventDate",)
-STATE_PROPERTIES = {"delta.enableChangeDataFeed": "true"}
+STATE_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
 _WORKER_ERROR = re.compile(r"lakefeed\.errors\.(FeedCorruptError): (.+?)(?:\n|$)")
-_GLOB = re.compile(r"[*?\[\]{}\\]")  # Spark would expand these in a path it loads
-_JVM_READ_ERROR = re.compile(r"Encountered error while reading file (\S+?)\.?(?:\s|$)")
-_JVM_CAUSE = re.compile(r"Caused by: ([\w.$]+(?:Exception|Error)): ([^\n]*)")
 
 
 @dataclass
@@ -75,6 +62,12 @@ class RunSummary:
     eventsInserted: int = 0
     stateInserted: int = 0
     stateUpdated: int = 0
+    # What the MERGEs wrote, from Delta's commit metrics: a replay of applied windows commits nothing.
+    commitsMade: int = 0
+    eventsBytesWritten: int = 0
+    stateBytesWritten: int = 0
+    stateFilesRewritten: int = 0
+    stateRowsCopied: int = 0
     eventsTableVersion: int | None = None
     stateTableVersion: int | None = None
     lagHours: float = 0.0
@@ -84,51 +77,18 @@ class RunSummary:
         return asdict(self)
 
 
-@dataclass
-class DecodePlan:
-    """Which decoder reads which chunk file (see :mod:`lakefeed.blob.jvm_decode`)."""
-
-    in_jvm: list  # (local path, chunk path, shard, segment start, writer schema)
-    in_python: list  # (feed root, chunk path, shard, segment start)
-
-
-def plan_decode(plan: RunPlan, feed_root: str, decoder: str = "auto") -> DecodePlan:
-    """Send each non-empty chunk file to the JVM's Avro reader when that loses nothing, else to Python.
-
-    Reads only file headers; a file that is not Avro at all fails here, before Spark runs a task.
-    """
+def read_records(spark: SparkSession, plan: RunPlan, feed_root: str, decoder: str = "auto") -> DataFrame:
+    """Decoded records of every non-empty chunk file in the plan: one Spark task per chunk file, each
+    decoded in a Python worker (:func:`lakefeed.blob.decode.decode_chunk`; ``decoder="python"`` forces
+    the record-by-record path) and checked there, so a bad file fails the stage naming it."""
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, not {decoder!r}")
-    store = Store(feed_root)
     # Largest files first: the longest tasks start first, so the stage ends evenly.
     chunks = sorted((c for c in plan.chunk_files if c.size > 0), key=lambda c: -c.size)
-    decode = DecodePlan(in_jvm=[], in_python=[])
-    for chunk in chunks:
-        if decoder == "auto" and store.is_local:
-            schema = writer_schema(store, chunk.path)
-            if schema is None:
-                continue  # emptied since it was listed
-            if jvm_readable(schema) and not _GLOB.search(store.path(chunk.path)):
-                local = os.path.abspath(store.path(chunk.path))
-                decode.in_jvm.append((local, chunk.path, chunk.shard, chunk.segment_start, schema))
-                continue
-        decode.in_python.append((feed_root, chunk.path, chunk.shard, chunk.segment_start))
-    return decode
-
-
-def read_records(spark: SparkSession, plan: RunPlan, feed_root: str, decoder: str = "auto") -> DataFrame:
-    """Decoded records of every chunk file in the plan, each checked (``_recordProblem``)."""
-    decode = plan_decode(plan, feed_root, decoder)
-    parts = []
-    if decode.in_jvm:
-        parts.append(read_chunk_files(spark, decode.in_jvm))
-    if decode.in_python or not parts:
-        rows = decode.in_python
-        inputs = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))),
-                                       spark_schema(CHUNK_INPUT_SCHEMA))
-        parts.append(inputs.mapInArrow(decode_arrow_partition, spark_schema()))
-    records = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-    return with_record_problem(records)
+    rows = [(feed_root, c.path, c.shard, c.segment_start, decoder == "auto") for c in chunks]
+    inputs = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))),
+                                   spark_schema(CHUNK_INPUT_SCHEMA))
+    return inputs.mapInArrow(decode_arrow_partition, spark_schema())
 
 
 def plan(feed_root: str, window_start: datetime, window_end: datetime) -> RunPlan:
@@ -155,20 +115,16 @@ def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, s
     # One pass decodes every chunk file, counts what it saw (observed metrics, no
     # second read) and caches only the deduplicated batch: corrupt input fails
     # here, before any target is created or written.
-    store = Store(feed_root)
     observation = Observation("feed records")
     marked = with_claim(read_records(spark, plan, feed_root, decoder), plan.grid.offset_ticks, plan.windows)
     batch = to_event_rows(dedupe_by_id(drop_control(owned(_observe_counts(marked, observation)))),
                           datetime.now(timezone.utc)).persist()
     try:
         try:
-            with one_file_per_partition(spark):
-                summary.eventsUnique = batch.count()
+            summary.eventsUnique = batch.count()
         except Exception as exc:
-            raise _feed_error_from(exc, store) or exc
-        counts = observation.get
-        raise_record_problem(counts.pop("firstProblem"), store.url)
-        counts = {k: int(v or 0) for k, v in counts.items()}
+            raise _feed_error_from(exc) or exc
+        counts = {k: int(v or 0) for k, v in observation.get.items()}
         summary.recordsRead = counts["recordsRead"]
         summary.recordsClaimed = counts["recordsClaimed"]
         summary.controlDropped = counts["controlDropped"]
@@ -193,29 +149,13 @@ def _observe_counts(marked: DataFrame, observation: Observation) -> DataFrame:
         F.count_if(mine).alias("recordsClaimed"),
         F.count_if(mine & F.col("isControl")).alias("controlDropped"),
         F.count_if(mine & F.col("isStray") & ~F.col("isControl")).alias("strays"),
-        first_problem_metric(),
     )
 
 
-def _feed_error_from(exc: Exception, store: Store) -> FeedCorruptError | None:
-    """Surface a bad chunk file as a FeedCorruptError naming it, not a Py4J/Python stack dump."""
-    text = str(exc)
-    m = _WORKER_ERROR.search(text)
-    if m:
-        return FeedCorruptError(m.group(2))
-    m = _JVM_READ_ERROR.search(text)
-    if m:
-        cause = _JVM_CAUSE.search(text)
-        detail = f" ({cause.group(1)}: {cause.group(2).strip()})" if cause else ""
-        return FeedCorruptError(f"{_chunk_url(m.group(1), store)}: corrupt or truncated Avro{detail}")
-    return None
-
-
-def _chunk_url(file_uri: str, store: Store) -> str:
-    """The feed URL of a chunk file Spark names by its local ``file:`` URI."""
-    local = local_path(file_uri)
-    root = os.path.abspath(store.path(""))
-    return store.url(os.path.relpath(local, root)) if local.startswith(root + os.sep) else file_uri
+def _feed_error_from(exc: Exception) -> FeedCorruptError | None:
+    """Surface a bad chunk file as the FeedCorruptError a worker raised naming it, not a stack dump."""
+    m = _WORKER_ERROR.search(str(exc))
+    return FeedCorruptError(m.group(2)) if m else None
 
 
 def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table: str,
@@ -237,23 +177,29 @@ def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table
 
 def _merge_events(spark: SparkSession, batch: DataFrame, events_table: str, metadata: dict,
                   summary: RunSummary) -> None:
-    """Insert-if-absent on ``(eventDate, id)``, pruned to the dates in the batch."""
-    dates = [r["eventDate"] for r in batch.select("eventDate").distinct().collect()]
-    # The literal date list lets Delta prune the events table to the partitions touched.
-    date_list = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(dates))
+    """Insert-if-absent on ``(eventDate, id)``, pruned to the dates and event times in the batch.
+
+    The literal dates prune partitions; the literal tick range prunes files within them by their
+    eventTimeTicks statistics (rows land in window order, so a file spans a few hours), so finding the
+    ids already present reads the files of these hours, not whole days. An event's id and its eventTime
+    travel together (a copy of an event is the same record), so a stored copy always falls in the range.
+    """
+    bounds = batch.agg(F.collect_set("eventDate").alias("dates"), F.min("eventTimeTicks").alias("low"),
+                       F.max("eventTimeTicks").alias("high")).collect()[0]
+    date_list = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(bounds["dates"]))
+    condition = (f"t.eventDate IN ({date_list}) AND t.eventTimeTicks BETWEEN {bounds['low']} AND {bounds['high']} "
+                 f"AND t.eventDate = s.eventDate AND t.id = s.id")
 
     def write() -> None:
         events = ensure_table(spark, events_table, batch.schema, partition_by=EVENTS_PARTITIONS)
-        (
-            events.alias("t")
-            .merge(batch.alias("s"), f"t.eventDate IN ({date_list}) AND t.eventDate = s.eventDate AND t.id = s.id")
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
+        events.alias("t").merge(batch.alias("s"), condition).whenNotMatchedInsertAll().execute()
 
     commit = tagged_write(spark, events_table, {**metadata, "target": "events"}, write)
+    metrics = commit["metrics"] if commit else {}
     summary.eventsTableVersion = commit["version"] if commit else table_version(spark, events_table)
-    summary.eventsInserted = commit["metrics"].get("numTargetRowsInserted", 0) if commit else 0
+    summary.eventsInserted = metrics.get("numTargetRowsInserted", 0)
+    summary.eventsBytesWritten = metrics.get("numTargetBytesAdded", 0)
+    summary.commitsMade += commit is not None
 
 
 def _merge_state(spark: SparkSession, state_rows: DataFrame, state_table: str, metadata: dict,
@@ -276,6 +222,10 @@ def _merge_state(spark: SparkSession, state_rows: DataFrame, state_table: str, m
     summary.stateTableVersion = commit["version"] if commit else table_version(spark, state_table)
     summary.stateInserted = metrics.get("numTargetRowsInserted", 0)
     summary.stateUpdated = metrics.get("numTargetRowsUpdated", 0)
+    summary.stateBytesWritten = metrics.get("numTargetBytesAdded", 0)
+    summary.stateFilesRewritten = metrics.get("numTargetFilesRemoved", 0)
+    summary.stateRowsCopied = metrics.get("numTargetRowsCopied", 0)
+    summary.commitsMade += commit is not None
 
 
 class _Clock:
@@ -297,7 +247,8 @@ def format_summary(summary: RunSummary) -> str:
     lines = [f"blob change feed run: windows {d['windows'][0]} .. {d['windows'][-1]} ({len(d['windows'])})"]
     for key in ("lastConsumable", "chunkFiles", "emptyChunkFiles", "bytesRead", "recordsRead", "recordsClaimed",
                 "controlDropped", "eventsClaimed", "strays", "duplicatesRemoved", "eventsUnique",
-                "eventsInserted", "stateInserted", "stateUpdated", "eventsTableVersion", "stateTableVersion",
+                "eventsInserted", "stateInserted", "stateUpdated", "commitsMade", "eventsBytesWritten",
+                "stateBytesWritten", "stateFilesRewritten", "stateRowsCopied", "eventsTableVersion", "stateTableVersion",
                 "lagHours", "seconds"):
         lines.append(f"  {key:<20} {d[key]}")
     return "\n".join(lines)

@@ -33,13 +33,14 @@ from lakefeed.cdf.transforms import (
     snapshot_rows,
     to_target_rows,
 )
-from lakefeed.delta import ensure_table, table_location, table_version, tagged_write
+from lakefeed.delta import UPDATED_IN_PLACE, ensure_table, table_location, table_version, tagged_write
 from lakefeed.errors import ChangeDataError, FeedConfigError
 from lakefeed.storage import Store
 
 log = logging.getLogger(__name__)
 
 PIPELINE = "delta_cdf"
+TARGET_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
 BASE_VERSION_PROPERTY = "lakefeed.cdf.baseVersion"
 
 
@@ -60,6 +61,11 @@ class CdfSummary:
     unchanged: int = 0
     addedColumns: list[str] = field(default_factory=list)
     targetVersion: int | None = None
+    # What the MERGE wrote, from Delta's commit metrics: a replay of applied versions commits nothing.
+    committed: bool = False
+    bytesWritten: int = 0
+    filesRewritten: int = 0
+    rowsCopied: int = 0
     lagVersions: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -157,7 +163,7 @@ def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], s
     added: list[str] = []
 
     def prepare() -> None:
-        table = ensure_table(spark, target, rows.schema, properties={"delta.enableChangeDataFeed": "true"})
+        table = ensure_table(spark, target, rows.schema, properties=TARGET_PROPERTIES)
         added[:] = _add_new_columns(spark, target, table.toDF().columns, rows)
 
     tagged_write(spark, target, {**metadata, "step": "schema"}, prepare)
@@ -181,6 +187,11 @@ def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], s
 
     commit = tagged_write(spark, target, metadata, write)
     if commit is not None:
+        metrics = commit["metrics"]
+        summary.committed = True
+        summary.bytesWritten = metrics.get("numTargetBytesAdded", 0)
+        summary.filesRewritten = metrics.get("numTargetFilesRemoved", 0)
+        summary.rowsCopied = metrics.get("numTargetRowsCopied", 0)
         summary.targetVersion = commit["version"]
         _count_effects(spark, target, commit["version"], keys, summary)
     else:
@@ -235,10 +246,13 @@ def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str],
     snapshot = spark.read.format("delta").option("versionAsOf", version).load(source)
     selected = _columns(snapshot.columns, keys, columns)
     rows = snapshot_rows(snapshot, selected, version, timestamp)
+    writer = rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    for key, value in TARGET_PROPERTIES.items():  # a new target gets them; an existing one keeps its own
+        writer = writer.option(key, value)
     tagged_write(spark, target, {"pipeline": PIPELINE, "source": source, "fullRefreshVersion": version},
-                 lambda: rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(target))
+                 lambda: writer.save(target))
     spark.sql(f"ALTER TABLE delta.`{target}` SET TBLPROPERTIES ('{BASE_VERSION_PROPERTY}' = '{version}', "
-              f"'delta.enableChangeDataFeed' = 'true')")
+              + ", ".join(f"'{k}' = '{v}'" for k, v in TARGET_PROPERTIES.items()) + ")")
     summary = CdfSummary(source=source, target=target, startingVersion=version, endingVersion=version,
                          latestVersion=latest, mode="full-refresh", lagVersions=latest - version,
                          sourceTableId=source_log.table_id())

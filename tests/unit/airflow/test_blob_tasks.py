@@ -114,6 +114,8 @@ def test_an_airflow_backfill_run_re_processes_the_window_of_its_data_interval(co
         {"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T02:10:00Z"}]
     with pytest.raises(WindowNotReadyError, match="not ready"):
         blob_tasks.plan(config, BlobCheckpoint(), {}, run("b", "backfill", "2026-01-01T04:00Z", "2026-01-01T05:00Z"))
+    with pytest.raises(ConfigError, match="no data interval"):  # a trigger timetable's point-in-time run
+        blob_tasks.plan(config, BlobCheckpoint(), {}, run("b", "backfill", "2026-01-01T01:00Z", "2026-01-01T01:00Z"))
     with pytest.raises(ConfigError, match="one of Airflow's Backfill runs"):
         blob_tasks.plan(config, BlobCheckpoint(), {"window_start": "2026-01-01T00:10Z",
                                                    "window_end": "2026-01-01T01:10Z"},

@@ -57,6 +57,8 @@ def test_every_dag_has_tags_retries_owner_docs_and_limits(dagbag):
         assert dag.doc_md, dag_id
         assert dag.description and "\n" not in dag.description, dag_id
         assert dag.dagrun_timeout.total_seconds() == 360 * 60, dag_id
+        # Runs span hours, so each of Airflow's Backfill runs names the hour it re-processes.
+        assert type(dag.timetable).__name__ == "CronDataIntervalTimetable", dag_id
         assert dag.max_active_runs == 1, dag_id
         assert dag.catchup is False, dag_id
         assert dag.default_args.get("owner") and dag.default_args.get("retries", 0) >= 1, dag_id
