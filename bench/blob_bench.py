@@ -2,12 +2,16 @@
 
     python bench/blob_bench.py            # via `make bench`
 
-Figures (all measured in this one run):
+Every feed is shaped like the service's own files (its writer schema: enums, null-first unions,
+a map of tag maps). Figures (all measured in this one run):
 - the SDK's ChangeFeedClient.list_changes against Azurite, on a subset (it is slow);
-- a single-process fastavro download + decode of the same subset from Azurite, and of the full feed from disk;
-- our Spark job's decode stage alone (one task per chunk file, local[2]): Spark's Avro reader (what
-  the job uses for local chunk files) and the Python decoder (Azure feeds, files with unknown fields);
-- our job end to end via spark-submit (claim + dedupe + MERGE into both targets), cold and warm;
+- a single-process fastavro read of the full ~1M-record feed, from disk and downloaded from Azurite;
+- our Spark job's decode stage alone (one task per chunk file, local[2]): the columnar decoder
+  (arrow-avro through polars-avro, what the job uses) and the record-by-record fastavro decoder
+  (`--decoder python`; files with fields the superset does not know);
+- our job end to end via spark-submit (claim + dedupe + MERGE into both targets), cold from disk,
+  cold from Azurite, and warm;
+- a long backfill: 24 windows in one Spark application (JVM start and JIT warm-up paid once);
 - peak memory of the decoder (the code Python workers run) on ~1 MB versus ~50 MB chunk files;
 - a run with no new data: the sensor's check and the planner, without Spark.
 """
@@ -37,6 +41,9 @@ from lakefeed.storage import Store  # noqa: E402
 FULL = FeedSpec(hours=4, events_per_hour=333_334, shards=8, records_per_chunk=20_000, blobs=200_000, gap_hours=())
 PREVIOUS_DAY = FeedSpec(**{**FULL.__dict__, "start": DEFAULT_START - timedelta(days=1), "seed": 8})
 SUBSET = FeedSpec(hours=2, events_per_hour=15_000, shards=8, records_per_chunk=20_000, blobs=20_000, gap_hours=())
+DAY = FeedSpec(hours=24, events_per_hour=40_000, shards=4, records_per_chunk=10_000, blobs=100_000, gap_hours=(),
+               seed=9)
+CONTAINER = "$blobchangefeed"
 
 
 def feed(name: str, spec: FeedSpec) -> tuple[Path, object]:
@@ -118,13 +125,13 @@ def main() -> None:
     figures["feed"] = {"chunkFiles": len(files), "bytes": sum(p.stat().st_size for p in files),
                        "windows": len(run_plan.windows)}
 
-    # --- Azurite: the SDK and plain fastavro on the same subset ----------------------------------
+    # --- Azurite: the SDK on a subset; plain fastavro and our job on the full feed ------------------
     sys.path.insert(0, str(ROOT))
     from tests.azurite import start_azurite, stop_azurite
 
     azurite = start_azurite(Path(DATA / "azurite"))
     try:
-        azurite.upload_folder(subset, "$blobchangefeed")
+        azurite.upload_folder(subset, CONTAINER)
         from azure.storage.blob import BlobServiceClient
         from azure.storage.blob.changefeed import ChangeFeedClient
 
@@ -133,33 +140,37 @@ def main() -> None:
             sdk_events = sum(1 for _ in client.list_changes())
         figures["sdk_events_per_s"] = round(sdk_events / seconds["sdk_list_changes"])
 
-        container = BlobServiceClient.from_connection_string(azurite.connection_string).get_container_client(
-            "$blobchangefeed")
+        print("uploading the full feed to Azurite", flush=True)
+        azurite.upload_folder(full, CONTAINER)
+        container = BlobServiceClient.from_connection_string(azurite.connection_string).get_container_client(CONTAINER)
         import io
 
         import fastavro
 
-        with timed(seconds, "fastavro_azurite_subset"):
+        with timed(seconds, "fastavro_azurite_full"):
             count = 0
-            for blob in container.list_blobs(name_starts_with="log/"):
-                if blob.size:
-                    for _ in fastavro.reader(io.BytesIO(container.download_blob(blob.name).readall())):
-                        count += 1
-        figures["fastavro_azurite_events_per_s"] = round(count / seconds["fastavro_azurite_subset"])
-        figures["subset_records"] = count
+            for path in files:
+                for _ in fastavro.reader(io.BytesIO(container.download_blob(str(path.relative_to(full))).readall())):
+                    count += 1
+        figures["fastavro_azurite_events_per_s"] = round(count / seconds["fastavro_azurite_full"])
+        lake = DATA / "lake_cold_azurite"
+        shutil.rmtree(lake, ignore_errors=True)
+        env = {**os.environ, "AZURE_STORAGE_CONNECTION_STRING": azurite.connection_string}
+        with timed(seconds, "e2e_cold_azurite_spark_submit"):
+            cold_azure = spark_submit(f"az://{CONTAINER}", start, end, lake, env=env)
+        figures["e2e_cold_azurite_records_per_s"] = round(cold_azure["recordsRead"] /
+                                                          seconds["e2e_cold_azurite_spark_submit"])
     finally:
         stop_azurite(azurite)
 
     # --- local disk: plain fastavro vs our decode stage, interleaved, best of 3 each ------------------
-    from lakefeed.blob.jvm_decode import one_file_per_partition
     from lakefeed.spark import get_session
 
     spark = get_session("bench-decode", master="local[2]", extra={"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
 
     def decode_stage(decoder: str) -> None:
-        with one_file_per_partition(spark):  # as the job plans it
-            read_records(spark, run_plan, feed_root, decoder).write.format("noop").mode("overwrite").save()
+        read_records(spark, run_plan, feed_root, decoder).write.format("noop").mode("overwrite").save()
 
     decode_stage("auto"), decode_stage("python")  # start the JVM's JIT and the Python workers
     records = 0
@@ -184,8 +195,10 @@ def main() -> None:
     shutil.rmtree(lake, ignore_errors=True)
     with timed(seconds, "e2e_cold_spark_submit"):
         cold = spark_submit(feed_root, start, end, lake)
-    figures["e2e_cold"] = {k: cold[k] for k in ("eventsUnique", "eventsInserted", "stateInserted", "seconds")}
+    figures["e2e_cold"] = {k: cold[k] for k in ("recordsRead", "eventsUnique", "eventsInserted", "stateInserted",
+                                                 "seconds")}
     figures["e2e_cold_events_per_s"] = round(cold["eventsUnique"] / seconds["e2e_cold_spark_submit"])
+    figures["e2e_cold_records_per_s"] = round(cold["recordsRead"] / seconds["e2e_cold_spark_submit"])
 
     lake = DATA / "lake_warm"
     shutil.rmtree(lake, ignore_errors=True)
@@ -198,6 +211,23 @@ def main() -> None:
                                                  "seconds")}
     figures["e2e_warm_events_per_s"] = round(warm["eventsUnique"] / seconds["e2e_warm_spark_submit"])
 
+    # --- a long backfill: 24 windows, one Spark application -----------------------------------------
+    day, _ = feed("feed_day", DAY)
+    lake = DATA / "lake_day"
+    shutil.rmtree(lake, ignore_errors=True)
+    day_last = ChangeFeed(Store(str(day))).last_consumable()
+    with timed(seconds, "backfill_24_windows_one_application"):
+        backfill = spark_submit(str(day), day_last - 24 * HOUR, day_last, lake)
+    figures["backfill_24_windows"] = {"windows": len(backfill["windows"]), "eventsUnique": backfill["eventsUnique"],
+                                      "events_per_s": round(backfill["eventsUnique"] /
+                                                            seconds["backfill_24_windows_one_application"]),
+                                      "seconds_per_window": round(seconds["backfill_24_windows_one_application"] /
+                                                                  len(backfill["windows"]), 2)}
+    lake = DATA / "lake_day_one_window"
+    shutil.rmtree(lake, ignore_errors=True)
+    with timed(seconds, "one_window_one_application"):
+        spark_submit(str(day), day_last - 2 * HOUR, day_last - HOUR, lake)
+
     memory = decoder_memory()
     figures["decoder_peak_memory"] = memory
 
@@ -209,11 +239,17 @@ def main() -> None:
 
     figures["seconds"] = seconds
     figures["ratios"] = {
+        "e2e_cold_vs_fastavro_local": round(figures["e2e_cold_records_per_s"] /
+                                            figures["fastavro_local_events_per_s"], 2),
+        "e2e_cold_azurite_vs_fastavro_azurite": round(figures["e2e_cold_azurite_records_per_s"] /
+                                                      figures["fastavro_azurite_events_per_s"], 2),
+        "backfill_window_vs_single_window_run": round(figures["backfill_24_windows"]["seconds_per_window"] /
+                                                      seconds["one_window_one_application"], 2),
         "e2e_cold_vs_sdk": round(figures["e2e_cold_events_per_s"] / figures["sdk_events_per_s"], 1),
         "e2e_warm_vs_sdk": round(figures["e2e_warm_events_per_s"] / figures["sdk_events_per_s"], 1),
         "decode_vs_single_fastavro": round(figures["spark_decode_events_per_s"] /
                                            figures["fastavro_local_events_per_s"], 2),
-        "python_decoder_vs_single_fastavro": round(figures["spark_python_decoder_events_per_s"] /
+        "record_decoder_vs_single_fastavro": round(figures["spark_python_decoder_events_per_s"] /
                                                    figures["fastavro_local_events_per_s"], 2),
         "decoder_memory_50MB_vs_1MB": round(memory["50MB"]["peakMiB"] / memory["1MB"]["peakMiB"], 2),
         "chunk_size_50MB_vs_1MB": round(memory["50MB"]["chunkBytes"] / memory["1MB"]["chunkBytes"], 1),

@@ -42,8 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--state-table", required=True, help="Delta state table path or URL")
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
     parser.add_argument("--decoder", choices=DECODERS, default="auto",
-                        help="auto: Spark's Avro reader for local chunk files it decodes losslessly, the "
-                             "Python decoder for the rest; python: the Python decoder for every file")
+                        help="auto: the columnar decoder (arrow-avro) for chunk files whose writer schema the "
+                             "superset represents exactly, fastavro record by record for the rest; python: "
+                             "fastavro record by record for every file")
     return parser.parse_args(argv)
 
 

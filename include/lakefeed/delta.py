@@ -137,3 +137,26 @@ def table_version(spark, path: str) -> int | None:
     if not DeltaTable.isDeltaTable(spark, path):
         return None
     return DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
+
+
+def count_effects(spark, path: str, version: int, keys: list[str], deleted_column: str) -> tuple[int, int, int]:
+    """(inserted, updated, deleted) of one commit as readers of a tombstoned table see them, from the
+    table's own change feed: a new live key (or a tombstone made live again), a live key changed, a live
+    key made a tombstone."""
+    from pyspark.sql import functions as F
+
+    changes = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", version)
+               .option("endingVersion", version).load(path))
+    kind = F.col("_change_type")
+    live = ~F.col(deleted_column)
+    per_key = changes.groupBy(*keys).agg(
+        F.max(F.when(kind == "update_preimage", live)).alias("was_live"),
+        F.max(F.when(kind != "update_preimage", live)).alias("now_live"),
+    )
+    was, now = F.col("was_live"), F.col("now_live")
+    counts = per_key.agg(
+        F.count_if(now & (was.isNull() | ~was)).alias("inserted"),
+        F.count_if(was & now).alias("updated"),
+        F.count_if(was & ~now).alias("deleted"),
+    ).collect()[0]
+    return tuple(int(counts[name] or 0) for name in ("inserted", "updated", "deleted"))

@@ -47,3 +47,12 @@ class CheckpointMismatchError(CheckpointError):
 
 class CheckpointConflictError(CheckpointError):
     """The checkpoint changed under a writer more times than it retries."""
+
+
+def refusal_from_worker(exc: Exception) -> FeedCorruptError | None:
+    """The :class:`FeedCorruptError` a Spark Python worker raised (naming the file at fault), out of the
+    stack dump Spark wraps it in; None when the failure was something else."""
+    import re
+
+    m = re.search(r"lakefeed\.errors\.FeedCorruptError: (.+?)(?:\n|$)", str(exc))
+    return FeedCorruptError(m.group(1)) if m else None

@@ -79,9 +79,40 @@ def test_full_run_matches_ground_truth_and_rerun_changes_nothing(spark, feed, tm
     history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'events'}`").collect()
     assert json.loads(history[0]["userMetadata"])["windows"] == [format_time(w) for w in windows]
 
+    versions = (table_version(spark, tmp_path / "events"), table_version(spark, tmp_path / "state"))
     again = ingest(spark, root, tmp_path, windows[0], windows[-1] + HOUR)
     assert (again.eventsInserted, again.stateInserted, again.stateUpdated) == (0, 0, 0)
     assert snapshot(spark, tmp_path) == before
+    # A replay writes nothing at all: no commit on either table, and the summary says so.
+    assert (table_version(spark, tmp_path / "events"), table_version(spark, tmp_path / "state")) == versions
+    assert (again.commitsMade, again.eventsBytesWritten, again.stateBytesWritten, again.stateRowsCopied) == (0, 0, 0, 0)
+
+
+def test_an_hourly_run_writes_its_changes_not_the_tables(spark, feed, tmp_path):
+    """The state table is updated in place (deletion vectors): a run rewrites no file and copies no row,
+    whatever the tables already hold; the events MERGE only appends."""
+    root, truth = feed
+    windows = truth.ready_windows()
+    ingest(spark, root, tmp_path, windows[0], windows[-2])
+    last = ingest(spark, root, tmp_path, windows[-2], windows[-1] + HOUR)
+    assert last.stateUpdated > 0 and last.commitsMade == 2
+    assert (last.stateFilesRewritten, last.stateRowsCopied) == (0, 0)
+    metrics = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'state'}`").collect()[0]["operationMetrics"]
+    assert int(metrics["numTargetDeletionVectorsAdded"]) > 0 and int(metrics["numTargetRowsCopied"]) == 0
+    events_metrics = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'events'}`").collect()[0]["operationMetrics"]
+    assert int(events_metrics.get("numTargetFilesRemoved", 0)) == 0
+    assert_matches_truth(spark, tmp_path, truth, windows)
+
+
+def test_a_state_table_made_before_deletion_vectors_is_upgraded_once(spark, feed, tmp_path):
+    root, truth = feed
+    windows = truth.ready_windows()
+    ingest(spark, root, tmp_path, windows[0], windows[1])
+    spark.sql(f"ALTER TABLE delta.`{tmp_path / 'state'}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
+    ingest(spark, root, tmp_path, windows[1], windows[-1] + HOUR)
+    properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{tmp_path / 'state'}`").collect()}
+    assert properties["delta.enableDeletionVectors"] == "true"
+    assert_matches_truth(spark, tmp_path, truth, windows)
 
 
 def test_windows_one_by_one_in_any_order_equal_one_clean_run(spark, feed, tmp_path):

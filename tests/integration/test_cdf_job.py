@@ -44,10 +44,14 @@ def test_random_commit_sequences_in_any_chunking_and_replay_order(spark, tmp_pat
     assert_target_equals_source(spark, source, target)
 
     before = rows_of(spark.read.format("delta").load(target))
+    target_version = spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()[0]["version"]
     for r in rng.sample(ranges, min(4, len(ranges))) + [split_range(0, latest, latest + 1)[0]]:
         summary = run(spark, source, target, ["id"], r.start, r.end)  # replays, in random order
         assert (summary.inserted, summary.updated, summary.deleted) == (0, 0, 0)
+        # nothing written: the guard lets no row through and, with deletion vectors, Delta commits nothing
+        assert (summary.committed, summary.bytesWritten, summary.rowsCopied) == (False, 0, 0)
     assert rows_of(spark.read.format("delta").load(target)) == before
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()[0]["version"] == target_version
 
 
 def test_newest_range_first_then_older_never_regresses_or_resurrects(spark, tmp_path):

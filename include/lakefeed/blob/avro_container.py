@@ -76,16 +76,23 @@ class _Stream:
 
     def long(self, what: str) -> int:
         """A zig-zag varint (the service pads them to 10 bytes; any length up to 10 is read)."""
+        if len(self._pending) < 10:
+            self._pending += self.handle.read(4096)  # parse from memory: one read per block header, not per byte
         value, shift = 0, 0
-        while True:
-            byte = self.read(1, what)[0]
+        for index, byte in enumerate(self._pending[:10]):
             value |= (byte & 0x7F) << shift
             if not byte & 0x80:
+                consumed, self._pending = self._pending[:index + 1], self._pending[index + 1:]
+                self.position += index + 1
+                if self.kept is not None:
+                    self.kept += consumed
                 return (value >> 1) ^ -(value & 1)
             shift += 7
-            if shift > 63:
-                raise FeedCorruptError(f"{self.url}: corrupt Avro: a varint of {what} runs past 10 bytes "
-                                       f"(byte {self.position})")
+        if len(self._pending) < 10:
+            raise FeedCorruptError(f"{self.url}: corrupt or truncated Avro: the file ends inside {what} "
+                                   f"(at byte {self.position + len(self._pending)})")
+        raise FeedCorruptError(f"{self.url}: corrupt Avro: a varint of {what} runs past 10 bytes "
+                               f"(byte {self.position})")
 
 
 def read_header(handle: BinaryIO, url: str) -> tuple[Header, _Stream]:
@@ -125,7 +132,7 @@ def _length(stream: _Stream, what: str) -> int:
     return length
 
 
-def block_groups(header: Header, stream: _Stream, target_bytes: int = 8 << 20) -> Iterator[BlockGroup]:
+def block_groups(header: Header, stream: _Stream, target_bytes: int = 4 << 20) -> Iterator[BlockGroup]:
     """Consecutive whole blocks, about ``target_bytes`` at a time, each group checked (sizes, sync markers)."""
     records = 0
     group = bytearray(header.raw)

@@ -10,7 +10,6 @@ re-run after a failure between them converges.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
@@ -33,7 +32,7 @@ from lakefeed.blob.transforms import (
 )
 from lakefeed.config import DECODERS
 from lakefeed.delta import UPDATED_IN_PLACE, ensure_table, table_location, table_version, tagged_write
-from lakefeed.errors import FeedCorruptError
+from lakefeed.errors import refusal_from_worker
 from lakefeed.storage import Store
 
 log = logging.getLogger(__name__)
@@ -41,7 +40,6 @@ log = logging.getLogger(__name__)
 PIPELINE = "blob_changefeed"
 EVENTS_PARTITIONS = ("eventDate",)
 STATE_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
-_WORKER_ERROR = re.compile(r"lakefeed\.errors\.(FeedCorruptError): (.+?)(?:\n|$)")
 
 
 @dataclass
@@ -123,7 +121,7 @@ def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, s
         try:
             summary.eventsUnique = batch.count()
         except Exception as exc:
-            raise _feed_error_from(exc) or exc
+            raise refusal_from_worker(exc) or exc
         counts = {k: int(v or 0) for k, v in observation.get.items()}
         summary.recordsRead = counts["recordsRead"]
         summary.recordsClaimed = counts["recordsClaimed"]
@@ -150,12 +148,6 @@ def _observe_counts(marked: DataFrame, observation: Observation) -> DataFrame:
         F.count_if(mine & F.col("isControl")).alias("controlDropped"),
         F.count_if(mine & F.col("isStray") & ~F.col("isControl")).alias("strays"),
     )
-
-
-def _feed_error_from(exc: Exception) -> FeedCorruptError | None:
-    """Surface a bad chunk file as the FeedCorruptError a worker raised naming it, not a stack dump."""
-    m = _WORKER_ERROR.search(str(exc))
-    return FeedCorruptError(m.group(2)) if m else None
 
 
 def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table: str,

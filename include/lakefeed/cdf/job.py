@@ -33,7 +33,14 @@ from lakefeed.cdf.transforms import (
     snapshot_rows,
     to_target_rows,
 )
-from lakefeed.delta import UPDATED_IN_PLACE, ensure_table, table_location, table_version, tagged_write
+from lakefeed.delta import (
+    UPDATED_IN_PLACE,
+    count_effects,
+    ensure_table,
+    table_location,
+    table_version,
+    tagged_write,
+)
 from lakefeed.errors import ChangeDataError, FeedConfigError
 from lakefeed.storage import Store
 
@@ -129,14 +136,15 @@ def run(spark: SparkSession, source: str, target: str, keys: list[str], start: i
     last_changes = last_change_per_key(changes, keys).persist()
     try:
         try:
-            counts = last_changes.agg(F.count(F.lit(1)), F.sum(ROWS_OF_KEY)).collect()[0]
+            counts = last_changes.agg(F.count(F.lit(1)), F.sum(ROWS_OF_KEY), F.min(keys[0]), F.max(keys[0])).collect()[0]
         except Exception as exc:
             raise _vacuumed(exc, source, read_from, end) or exc
         summary.keysChanged, summary.rowsRead = int(counts[0]), int(counts[1] or 0)
         laps["read"] = round(time.perf_counter() - clock, 3)
         summary.addedColumns = _merge(spark, to_target_rows(last_changes, selected), target, keys, summary,
                                       metadata={"pipeline": PIPELINE, "source": source,
-                                                "startingVersion": start, "endingVersion": end})
+                                                "startingVersion": start, "endingVersion": end},
+                                      key_range=(counts[2], counts[3]))
     finally:
         last_changes.unpersist()
     laps["merge"] = round(time.perf_counter() - clock - laps["read"], 3)
@@ -155,9 +163,14 @@ def _vacuumed(exc: Exception, source: str, start: int, end: int) -> ChangeDataEr
 
 
 def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], summary: CdfSummary,
-           metadata: dict) -> list[str]:
+           metadata: dict, key_range: tuple = (None, None)) -> list[str]:
     """Create the target or add the source's new columns, then the version-guarded MERGE; each step
-    retried when a concurrent run commits first (both are idempotent)."""
+    retried when a concurrent run commits first (both are idempotent).
+
+    The range of the changed first key column bounds the target rows that can match, so Delta skips
+    the files whose statistics lie outside it: a run that changes recent keys (new orders, say) reads
+    the files holding them, not the whole table.
+    """
     from delta.tables import DeltaTable
 
     added: list[str] = []
@@ -170,7 +183,11 @@ def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], s
     if summary.keysChanged == 0:
         summary.targetVersion = table_version(spark, target)
         return added
-    on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+    on = F.expr(" AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
+    low, high = key_range
+    if low is not None and high is not None:
+        first_key = F.col(f"t.`{keys[0]}`")
+        on = (first_key.between(F.lit(low), F.lit(high)) | first_key.isNull()) & on
     newer = f"s.{VERSION_COLUMN} > t.{VERSION_COLUMN}"
 
     def write() -> None:
@@ -193,7 +210,8 @@ def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], s
         summary.filesRewritten = metrics.get("numTargetFilesRemoved", 0)
         summary.rowsCopied = metrics.get("numTargetRowsCopied", 0)
         summary.targetVersion = commit["version"]
-        _count_effects(spark, target, commit["version"], keys, summary)
+        summary.inserted, summary.updated, summary.deleted = count_effects(spark, target, commit["version"], keys,
+                                                                           DELETED_COLUMN)
     else:
         summary.targetVersion = table_version(spark, target)
     summary.unchanged = summary.keysChanged - summary.inserted - summary.updated - summary.deleted
@@ -208,24 +226,6 @@ def _add_new_columns(spark: SparkSession, target: str, existing: list[str], rows
         spark.sql(f"ALTER TABLE delta.`{target}` ADD COLUMNS ({spec})")
         log.info("added column(s) %s to %s", ", ".join(f.name for f in new), target)
     return [f.name for f in new]
-
-
-def _count_effects(spark: SparkSession, target: str, version: int, keys: list[str], summary: CdfSummary) -> None:
-    """Inserted / updated / deleted as readers of the target see them, from the target's own change feed."""
-    changes = read_changes(spark, target, version, version)
-    kind = F.col("_change_type")
-    live = ~F.col(DELETED_COLUMN)
-    per_key = changes.groupBy(*keys).agg(
-        F.max(F.when(kind == "update_preimage", live)).alias("was_live"),
-        F.max(F.when(kind != "update_preimage", live)).alias("now_live"),
-    )
-    was, now = F.col("was_live"), F.col("now_live")
-    counts = per_key.agg(
-        F.count_if(now & (was.isNull() | ~was)).alias("inserted"),  # new key, or a tombstone re-created
-        F.count_if(was & now).alias("updated"),
-        F.count_if(was & ~now).alias("deleted"),
-    ).collect()[0]
-    summary.inserted, summary.updated, summary.deleted = (int(counts[k] or 0) for k in ("inserted", "updated", "deleted"))
 
 
 def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str], version: int | None = None,

@@ -1,0 +1,1 @@
+"""CockroachDB changefeeds, from the files their cloud storage sink writes, into Delta."""

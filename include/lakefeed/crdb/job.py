@@ -1,0 +1,274 @@
+"""One run of the CockroachDB pipeline: plan a resolved range, read its files, keep the greatest
+``updated`` per key, MERGE each topic into its Delta table guarded by ``updated``.
+
+``main()`` of ``spark_jobs/cockroach_changefeed_job.py`` calls :func:`plan` (no JVM: a range whose
+RESOLVED file is missing is refused before Spark starts) and :func:`run`. Every file is decoded and
+checked (an action over all messages) before any target is written, so bad input stops the run with
+nothing written. The MERGE applies a change only when its ``updated`` is newer than the stored row's
+and keeps deletes as tombstones, so at-least-once duplicates, re-emissions and late files, in any
+order and any number of replays, end with the targets one clean pass would leave.
+
+A file of the sink's known naming bugs can appear after its RESOLVED file was applied, named before
+it. The run lists ``late_file_lookback`` before its ``--after-resolved`` and applies the data files
+there that the ledger ``<target-root>/_lakefeed_applied_files`` does not hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakefeed.crdb.hlc import Hlc
+from lakefeed.crdb.messages import FILE_INPUT_SCHEMA, MESSAGE_SCHEMA, decode_arrow_partition
+from lakefeed.crdb.sink import SinkRange, list_sink, listing_floor, plan_range, resolved_value
+from lakefeed.crdb.transforms import (
+    DELETED_COLUMN,
+    HLC_DECIMAL,
+    KEY_COLUMN,
+    TARGET_COLUMNS,
+    UPDATED_COLUMN,
+    cast_failures,
+    column_kinds,
+    column_type,
+    latest_per_key,
+    target_rows,
+)
+from lakefeed.delta import (
+    UPDATED_IN_PLACE,
+    count_effects,
+    ensure_table,
+    table_location,
+    table_version,
+    tagged_write,
+)
+from lakefeed.errors import FeedCorruptError, refusal_from_worker
+from lakefeed.storage import Store
+
+log = logging.getLogger(__name__)
+
+PIPELINE = "cockroach_changefeed"
+LEDGER = "_lakefeed_applied_files"
+TARGET_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
+DEFAULT_LATE_FILE_LOOKBACK = timedelta(hours=24)
+
+
+@dataclass
+class TopicSummary:
+    messages: int = 0
+    keysChanged: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    staleSkipped: int = 0
+    addedColumns: list[str] = field(default_factory=list)
+    targetVersion: int | None = None
+    bytesWritten: int = 0
+    rowsCopied: int = 0
+
+
+@dataclass
+class CrdbSummary:
+    afterResolved: str | None
+    throughResolved: str
+    files: int
+    lateFiles: list[str]
+    bytesRead: int
+    messagesRead: int = 0
+    duplicatesDropped: int = 0
+    supersededInBatch: int = 0
+    staleSkipped: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    topics: dict[str, dict] = field(default_factory=dict)
+    newestUpdated: str | None = None
+    resolvedLagSeconds: float = 0.0
+    commitsMade: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def plan(sink_root: str, after: Hlc | None, through: Hlc,
+         late_file_lookback: timedelta = DEFAULT_LATE_FILE_LOOKBACK) -> tuple[SinkRange, list]:
+    """The range to apply, without Spark: refused (exit 2) when a RESOLVED file is missing or invalid.
+    Returns the range and the listing it came from (late files are settled against the ledger later)."""
+    store = Store(sink_root)
+    files = list_sink(store, since=listing_floor(after, late_file_lookback))
+    sink_range = plan_range(files, after, through, store.root)
+    for resolved in filter(None, (sink_range.after, sink_range.through)):
+        resolved_value(store, resolved)
+    return sink_range, files
+
+
+def run(spark: SparkSession, sink_root: str, target_root: str, sink_range: SinkRange, files: list,
+        parquet_keys: dict[str, list[str]] | None = None) -> CrdbSummary:
+    clock = time.perf_counter()
+    target_root = table_location(target_root)
+    applied = _applied_files(spark, f"{target_root}/{LEDGER}")
+    sink_range = plan_range(files, sink_range.after.timestamp if sink_range.after else None,
+                            sink_range.through.timestamp, Store(sink_root).root, applied)
+    summary = CrdbSummary(**{k: v for k, v in sink_range.describe().items()
+                             if k in ("afterResolved", "throughResolved", "files", "lateFiles")},
+                          bytesRead=sink_range.bytes)
+    summary.resolvedLagSeconds = round(time.time() - sink_range.through.timestamp.wall / 1e9, 3)
+    if sink_range.late:
+        log.warning("%d late file(s) named before --after-resolved and never applied: %s", len(sink_range.late),
+                    ", ".join(f.key for f in sink_range.late))
+    # One decode of every file, checked: bad input fails here, before any target is written.
+    messages = _read_messages(spark, sink_root, sink_range, parquet_keys or {}).persist()
+    latest = latest_per_key(messages).persist()
+    try:
+        try:
+            counts = messages.groupBy("topic").agg(
+                F.count(F.lit(1)).alias("messages"), F.count_distinct("key", "wall", "logical").alias("changes"),
+                F.count_distinct("key").alias("keys"), F.max(F.struct("wall", "logical")).alias("newest")).collect()
+        except Exception as exc:
+            raise refusal_from_worker(exc) or exc
+        summary.messagesRead = sum(row["messages"] for row in counts)
+        summary.duplicatesDropped = summary.messagesRead - sum(row["changes"] for row in counts)
+        summary.supersededInBatch = sum(row["changes"] - row["keys"] for row in counts)
+        newest = max((row["newest"] for row in counts), default=None)
+        if newest is not None:
+            summary.newestUpdated = str(Hlc(newest["wall"], newest["logical"]))
+        kinds = column_kinds(messages).collect()
+        per_topic = {row["topic"]: row for row in counts}
+        summary.seconds["read"] = round(time.perf_counter() - clock, 3)
+        metadata = {"pipeline": PIPELINE, "afterResolved": summary.afterResolved,
+                    "throughResolved": summary.throughResolved}
+        for topic, row in sorted(per_topic.items()):
+            topic_summary = _merge_topic(
+                spark, latest.where(F.col("topic") == topic), f"{target_root}/{topic}", topic,
+                {k["column"]: (set(k["kinds"]), k["digits"]) for k in sorted(kinds, key=lambda k: k["column"])
+                 if k["topic"] == topic}, row["keys"], metadata)
+            topic_summary.messages = row["messages"]
+            summary.topics[topic] = asdict(topic_summary)
+        for topic in summary.topics.values():
+            for name in ("inserted", "updated", "deleted", "staleSkipped"):
+                setattr(summary, name, getattr(summary, name) + topic[name])
+            summary.commitsMade += topic["targetVersion"] is not None and topic["keysChanged"] > topic["staleSkipped"]
+        _record_applied(spark, f"{target_root}/{LEDGER}", sink_range, metadata)
+    finally:
+        latest.unpersist()
+        messages.unpersist()
+    summary.seconds["merge"] = round(time.perf_counter() - clock - summary.seconds["read"], 3)
+    return summary
+
+
+def _read_messages(spark: SparkSession, sink_root: str, sink_range: SinkRange,
+                   parquet_keys: dict[str, list[str]]) -> DataFrame:
+    """Every message of the range's files: one Spark task per file, parsed and checked in the workers."""
+    from lakefeed.blob.schema import spark_schema
+
+    rows = [(sink_root, f.key, f.topic, f.schema_id, f.format, f.compression, ",".join(parquet_keys.get(f.topic, [])))
+            for f in sorted(sink_range.files, key=lambda f: -f.size)]  # largest first: the stage ends evenly
+    inputs = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))),
+                                   spark_schema(FILE_INPUT_SCHEMA))
+    return inputs.mapInArrow(decode_arrow_partition, spark_schema(MESSAGE_SCHEMA))
+
+
+def _merge_topic(spark: SparkSession, latest: DataFrame, target: str, topic: str, kinds: dict[str, tuple],
+                 keys_changed: int, metadata: dict) -> TopicSummary:
+    """MERGE one topic's latest changes into its table, applying each only when its updated is newer."""
+    from delta.tables import DeltaTable
+
+    summary = TopicSummary(keysChanged=keys_changed)
+    existing = _existing_types(spark, target)
+    types = {name: existing.get(name) or column_type(found, digits) for name, (found, digits) in kinds.items()}
+    failure = cast_failures(latest, types).first()
+    if failure is not None:
+        raise FeedCorruptError(f"{failure['file']}: line {failure['line']}: the value of column "
+                               f"{failure['column']!r} of topic {topic} does not fit its type "
+                               f"{types[failure['column']]} (kept from earlier data); nothing was written")
+    types = {**{name: kind for name, kind in existing.items() if name not in types}, **types}
+    rows = target_rows(latest, types)
+    summary.addedColumns = sorted(set(types) - set(existing)) if existing else []
+
+    def prepare() -> None:
+        ensure_table(spark, target, rows.schema, properties=TARGET_PROPERTIES)
+        if summary.addedColumns:
+            spec = ", ".join(f"`{name}` {types[name]}" for name in summary.addedColumns)
+            spark.sql(f"ALTER TABLE delta.`{target}` ADD COLUMNS ({spec})")
+
+    tagged_write(spark, target, {**metadata, "topic": topic, "step": "schema"}, prepare)
+    newer = (f"CAST(s.{UPDATED_COLUMN} AS {HLC_DECIMAL}) > CAST(t.{UPDATED_COLUMN} AS {HLC_DECIMAL})")
+
+    def write() -> None:
+        (
+            DeltaTable.forPath(spark, target).alias("t")
+            .merge(rows.alias("s"), f"t.{KEY_COLUMN} = s.{KEY_COLUMN}")
+            .whenMatchedUpdate(condition=f"{newer} AND s.{DELETED_COLUMN}",
+                               set={UPDATED_COLUMN: f"s.{UPDATED_COLUMN}", DELETED_COLUMN: "true"})
+            .whenMatchedUpdateAll(condition=newer)
+            .whenNotMatchedInsertAll()  # a delete of a key never seen is kept as a tombstone
+            .execute()
+        )
+
+    commit = tagged_write(spark, target, {**metadata, "topic": topic}, write)
+    if commit is None:
+        summary.targetVersion = table_version(spark, target)
+        summary.staleSkipped = keys_changed
+        return summary
+    metrics = commit["metrics"]
+    summary.targetVersion = commit["version"]
+    summary.bytesWritten = metrics.get("numTargetBytesAdded", 0)
+    summary.rowsCopied = metrics.get("numTargetRowsCopied", 0)
+    applied = metrics.get("numTargetRowsInserted", 0) + metrics.get("numTargetRowsUpdated", 0)
+    summary.staleSkipped = keys_changed - applied
+    summary.inserted, summary.updated, summary.deleted = count_effects(spark, target, commit["version"],
+                                                                       [KEY_COLUMN], DELETED_COLUMN)
+    return summary
+
+
+def _existing_types(spark: SparkSession, target: str) -> dict[str, str]:
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, target):
+        return {}
+    schema = DeltaTable.forPath(spark, target).toDF().schema
+    return {f.name: f.dataType.simpleString() for f in schema.fields if f.name not in TARGET_COLUMNS}
+
+
+def _applied_files(spark: SparkSession, ledger: str) -> set[str]:
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, ledger):
+        return set()
+    return {row["key"] for row in spark.read.format("delta").load(ledger).select("key").collect()}
+
+
+def _record_applied(spark: SparkSession, ledger: str, sink_range: SinkRange, metadata: dict) -> None:
+    """Add the range's files to the ledger, after every topic's MERGE committed (insert-if-absent)."""
+    from delta.tables import DeltaTable
+
+    if not sink_range.files:
+        return
+    now = datetime.now(timezone.utc)
+    rows = spark.createDataFrame(
+        [(f.key, f.topic, f.size, str(sink_range.through.timestamp), now) for f in sink_range.files],
+        "key string, topic string, bytes long, throughResolved string, appliedAt timestamp")
+
+    def write() -> None:
+        ensure_table(spark, ledger, rows.schema)
+        DeltaTable.forPath(spark, ledger).alias("t").merge(rows.alias("s"), "t.key = s.key") \
+            .whenNotMatchedInsertAll().execute()
+
+    tagged_write(spark, ledger, {**metadata, "step": "ledger"}, write)
+
+
+def format_summary(summary: CrdbSummary) -> str:
+    d = summary.to_dict()
+    lines = [f"cockroach changefeed run: resolved {d['afterResolved']} .. {d['throughResolved']}"]
+    for key in ("files", "lateFiles", "bytesRead", "messagesRead", "duplicatesDropped", "supersededInBatch",
+                "staleSkipped", "inserted", "updated", "deleted", "newestUpdated", "resolvedLagSeconds", "seconds"):
+        lines.append(f"  {key:<20} {d[key]}")
+    for topic, figures in d["topics"].items():
+        lines.append(f"  topic {topic}: {figures}")
+    return "\n".join(lines)
+

@@ -1,0 +1,260 @@
+"""Changefeed messages of one sink data file, parsed in Spark's Python workers (one task per file).
+
+An ``envelope=wrapped`` JSON line (the sink's default) holds ``after`` (the row, ``null`` for a
+delete), ``key`` (the primary key values, always present on this sink), ``updated`` (with the
+``updated`` option) and, with ``diff``, ``before``. Each message becomes one row of
+:data:`MESSAGE_SCHEMA`: its key as compact JSON, ``updated`` as text and as the exact pair (wall,
+logical), and each column of ``after`` as its JSON literal text with its kind (``i`` integer,
+``f`` other number, ``s`` string, ``b`` boolean, ``j`` object or array), so numbers keep every digit
+until the driver types the columns. Parquet files go through the same rows (see :func:`parquet_messages`).
+
+Bad input raises :class:`~lakefeed.errors.FeedCorruptError` naming the file and the line: malformed
+JSON, a line without ``key``, ``after`` or ``updated`` (a feed created without ``updated`` cannot be
+deduplicated: recreate it ``WITH updated, resolved``), another envelope.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from decimal import Decimal
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+
+from lakefeed.crdb.hlc import Hlc
+from lakefeed.errors import FeedCorruptError
+from lakefeed.storage import Store
+
+BATCH_ROWS = 8192
+_STRING_MAP = pa.map_(pa.string(), pa.string())
+MESSAGE_SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("schemaId", pa.int64()),
+    ("file", pa.string()),
+    ("line", pa.int64()),          # 1-based line (ndjson) or row (parquet) in its file
+    ("key", pa.string()),          # the key array as compact JSON: the merge key
+    ("updated", pa.string()),      # "<wall>.<logical>"
+    ("wall", pa.int64()),
+    ("logical", pa.int64()),
+    ("deleted", pa.bool_()),
+    ("values", _STRING_MAP),       # column -> JSON literal text (strings unquoted); null for a delete
+    ("kinds", _STRING_MAP),        # column -> i | f | s | b | j (only non-null values)
+])
+# The columns of the decode input: one row per data file.
+FILE_INPUT_SCHEMA = pa.schema([("root", pa.string()), ("key", pa.string()), ("topic", pa.string()),
+                               ("schemaId", pa.int64()), ("format", pa.string()), ("compression", pa.string()),
+                               ("keyColumns", pa.string())])  # parquet: the topic's primary key columns, comma-separated
+RECREATE = "recreate the changefeed WITH updated, resolved (envelope=wrapped, the default)"
+
+
+class _Raw(Decimal):
+    """A JSON number kept as written (json.loads hands its literal to parse_float/parse_int)."""
+
+    def __new__(cls, text: str):
+        value = super().__new__(cls, text)
+        value.text = text
+        return value
+
+
+def _number(text: str) -> _Raw:
+    return _Raw(text)
+
+
+def _literal(value: Any) -> tuple[str, str]:
+    """(text, kind) of a column value: as JSON gave it, or as parquet's reader did."""
+    if isinstance(value, bool):
+        return ("true" if value else "false"), "b"
+    if isinstance(value, _Raw):
+        return value.text, ("i" if value.text.lstrip("-").isdigit() else "f")
+    if isinstance(value, int):
+        return str(value), "i"
+    if isinstance(value, (float, Decimal)):
+        return str(value), "f"
+    if isinstance(value, str):
+        return value, "s"
+    if isinstance(value, bytes):
+        import base64
+
+        return base64.b64encode(value).decode(), "s"
+    if hasattr(value, "isoformat"):
+        return value.isoformat(), "s"
+    return _json(value), "j"
+
+
+def _json(value: Any) -> str:
+    """Compact JSON, numbers as written."""
+    marks: dict[str, str] = {}
+
+    def default(item: Any) -> str:
+        mark = f"\u0000{len(marks)}\u0000"
+        marks[mark] = item.text if isinstance(item, _Raw) else str(item)
+        return mark
+
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=lambda item: _mark(item, default))
+    for mark, literal in marks.items():
+        text = text.replace(json.dumps(mark, ensure_ascii=False), literal)
+    return text
+
+
+def _mark(item: Any, default) -> Any:
+    if isinstance(item, (_Raw, Decimal)):
+        return default(item)
+    if hasattr(item, "isoformat"):
+        return item.isoformat()
+    if isinstance(item, bytes):
+        import base64
+
+        return base64.b64encode(item).decode()
+    raise TypeError(f"cannot write {type(item).__name__} as JSON")
+
+
+def parse_line(line: bytes | str, where: str) -> dict[str, Any]:
+    """One wrapped-envelope message, checked; ``where`` names its file and line in errors."""
+    try:
+        message = json.loads(line, parse_float=_number, parse_int=_number)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise FeedCorruptError(f"{where}: malformed JSON ({exc})") from None
+    if not isinstance(message, dict):
+        raise FeedCorruptError(f"{where}: a changefeed message must be a JSON object")
+    if "__crdb__" in message:
+        raise FeedCorruptError(f"{where}: a message of envelope=bare; this reader takes envelope=wrapped: {RECREATE}")
+    if "op" in message and "ts_ns" in message:
+        raise FeedCorruptError(f"{where}: a message of envelope=enriched; this reader takes envelope=wrapped: "
+                               f"{RECREATE}")
+    if "resolved" in message and "after" not in message:
+        raise FeedCorruptError(f"{where}: a resolved message in a data file")
+    if "key" not in message:
+        raise FeedCorruptError(f"{where}: a message without key (is key_in_value off?)")
+    if not isinstance(message["key"], list):
+        raise FeedCorruptError(f"{where}: key must be a JSON array of the primary key's values")
+    if "updated" not in message:
+        raise FeedCorruptError(f"{where}: a message without updated: the changefeed was created without the "
+                               f"updated option, so duplicates cannot be told from changes; {RECREATE}")
+    if "after" not in message:
+        raise FeedCorruptError(f"{where}: a message without after")
+    after = message["after"]
+    if after is not None and not isinstance(after, dict):
+        raise FeedCorruptError(f"{where}: after must be an object or null")
+    try:
+        stamp = Hlc.parse(message["updated"])
+    except ValueError as exc:
+        raise FeedCorruptError(f"{where}: {exc}") from None
+    return {"key": _json(message["key"]), "updated": str(stamp), "wall": stamp.wall, "logical": stamp.logical,
+            "after": after}
+
+
+def _open_text(store: Store, key: str, compression: str | None):
+    handle = store.open(key)
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=handle)
+    if compression == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(handle, read_across_frames=True)
+    return handle
+
+
+def ndjson_messages(store: Store, key: str, topic: str, schema_id: int,
+                    compression: str | None) -> Iterator[pa.RecordBatch]:
+    """The messages of one ndjson (optionally gzip or zstd) file, in batches of :data:`MESSAGE_SCHEMA`."""
+    url = store.url(key)
+    rows: list[dict] = []
+    number = 0
+    try:
+        with _open_text(store, key, compression) as handle:
+            for number, line in enumerate(io.BufferedReader(handle, 1 << 20) if compression else handle, start=1):
+                if not line.strip():
+                    continue
+                message = parse_line(line, f"{url}: line {number}")
+                rows.append(_row(message, topic, schema_id, key, number))
+                if len(rows) == BATCH_ROWS:
+                    yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
+                    rows = []
+    except FeedCorruptError:
+        raise
+    except (OSError, EOFError, ValueError) as exc:  # a truncated or corrupt gzip / zstd stream
+        raise FeedCorruptError(f"{url}: corrupt or truncated {compression or 'ndjson'} file after line {number} "
+                               f"({type(exc).__name__}: {exc})") from None
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
+
+
+def _row(message: dict, topic: str, schema_id: int, key: str, line: int) -> dict:
+    after = message.pop("after")
+    values = kinds = None
+    if after is not None:
+        values, kinds = {}, {}
+        for column, value in after.items():
+            if value is None:
+                values[column] = None
+            else:
+                values[column], kinds[column] = _literal(value)
+    return {"topic": topic, "schemaId": schema_id, "file": key, "line": line, "deleted": after is None,
+            "values": values, "kinds": kinds, **message}
+
+
+def parquet_messages(store: Store, key: str, topic: str, schema_id: int,
+                     key_columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """The messages of one parquet file (read natively by pyarrow): its table columns, then
+    ``__crdb__event_type`` (c, u or d) and ``__crdb__updated``. Parquet rows carry no key array, so the
+    topic's primary key columns come from the job's ``--parquet-keys``."""
+    import pyarrow.parquet as pq
+
+    url = store.url(key)
+    if not key_columns:
+        raise FeedCorruptError(f"{url}: a parquet file does not say which columns form the primary key; give "
+                               f"them with --parquet-keys {topic}=COL[,COL]")
+    with store.open(key) as handle:
+        try:
+            parquet = pq.ParquetFile(handle)
+        except Exception as exc:
+            raise FeedCorruptError(f"{url}: not a valid parquet file ({type(exc).__name__}: {exc})") from None
+        names = parquet.schema_arrow.names
+        if "__crdb__updated" not in names:
+            raise FeedCorruptError(f"{url}: no __crdb__updated column: the changefeed was created without the "
+                                   f"updated option; {RECREATE}")
+        missing = [c for c in key_columns + ["__crdb__event_type"] if c not in names]
+        if missing:
+            raise FeedCorruptError(f"{url}: no column(s) {', '.join(missing)}")
+        columns = [n for n in names if not n.startswith("__crdb__")]
+        line = 0
+        rows: list[dict] = []
+        try:
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
+                for record in batch.to_pylist():
+                    line += 1
+                    where = f"{url}: row {line}"
+                    try:
+                        stamp = Hlc.parse(str(record["__crdb__updated"]))
+                    except ValueError as exc:
+                        raise FeedCorruptError(f"{where}: {exc}") from None
+                    message = {"key": _json([record[c] for c in key_columns]), "updated": str(stamp),
+                               "wall": stamp.wall, "logical": stamp.logical,
+                               "after": None if record["__crdb__event_type"] == "d" else
+                               {c: record[c] for c in columns}}
+                    rows.append(_row(message, topic, schema_id, key, line))
+                if rows:
+                    yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
+                    rows = []
+        except FeedCorruptError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise FeedCorruptError(f"{url}: corrupt parquet after row {line} ({type(exc).__name__}: {exc})") from None
+
+
+def decode_files(rows: Iterable[dict]) -> Iterator[pa.RecordBatch]:
+    stores: dict[str, Store] = {}
+    for row in rows:
+        store = stores.setdefault(row["root"], Store(row["root"]))
+        if row["format"] == "parquet":
+            yield from parquet_messages(store, row["key"], row["topic"], row["schemaId"],
+                                        [c for c in (row["keyColumns"] or "").split(",") if c])
+        else:
+            yield from ndjson_messages(store, row["key"], row["topic"], row["schemaId"], row["compression"])
+
+
+def decode_arrow_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: rows of :data:`FILE_INPUT_SCHEMA` in, messages out."""
+    yield from decode_files(row for batch in batches for row in batch.to_pylist())
