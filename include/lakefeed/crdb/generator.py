@@ -318,8 +318,10 @@ def _parquet(topic: str, group: list) -> bytes:
         values["__crdb__event_type"] = "d" if row is None else "c"
         values["__crdb__updated"] = str(stamp)
         rows.append(values)
+    # The table's columns on every row, a delete's non-key ones null, as the sink writes them.
+    columns = list(dict.fromkeys(name for row in rows for name in row))
     buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(rows), buffer)
+    pq.write_table(pa.Table.from_pylist([{name: row.get(name) for name in columns} for row in rows]), buffer)
     return buffer.getvalue()
 
 

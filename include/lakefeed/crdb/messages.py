@@ -137,6 +137,8 @@ def parse_line(line: bytes | str, where: str) -> dict[str, Any]:
     after = message["after"]
     if after is not None and not isinstance(after, dict):
         raise FeedCorruptError(f"{where}: after must be an object or null")
+    if not isinstance(message["updated"], str):
+        raise FeedCorruptError(f"{where}: updated must be a string \"<wall>.<logical>\", got {message['updated']}")
     try:
         stamp = Hlc.parse(message["updated"])
     except ValueError as exc:

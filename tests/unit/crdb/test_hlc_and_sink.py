@@ -1,0 +1,131 @@
+"""HLC order, sink file names, partition folders, listing from a cursor, resolved ranges."""
+
+import gzip
+import json
+
+import pytest
+
+from lakefeed.crdb.generator import SinkSpec, generate_sink
+from lakefeed.crdb.hlc import Hlc
+from lakefeed.crdb.sink import DATA, RESOLVED, list_sink, parse_file, plan_range, resolved_value
+from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyError
+from lakefeed.storage import Store
+
+
+def test_hlc_compares_as_integer_pairs_never_as_text_or_floats():
+    # A wall time with fewer digits sorts first, unlike the strings; logical breaks ties exactly.
+    short, long_ = Hlc.parse("999999999999999999.0000000000"), Hlc.parse("1000000000000000000.0000000000")
+    assert short < long_ and "999999999999999999.0000000000" > "1000000000000000000.0000000000"
+    a, b = Hlc.parse("1714751617108996000.0000000001"), Hlc.parse("1714751617108996000.0000000002")
+    assert a < b and float("1714751617108996000.0000000001") == float("1714751617108996000.0000000002")
+    assert Hlc.parse("1714751617108996000.0000000003?") == Hlc(1714751617108996000, 3)  # old synthetic marker
+    assert str(Hlc(5, 7)) == "5.0000000007"
+    for bad in ("1.2", "abc", "1714751617108996000", "-1.0000000000", None):
+        with pytest.raises(ValueError):
+            Hlc.parse(bad)
+
+
+def test_file_timestamps_and_hlc_are_the_same_instant():
+    stamp = Hlc.from_file_timestamp("202405031553360274740000000000000")
+    assert stamp == Hlc.parse("1714751616027474000.0000000000")
+    assert stamp.file_timestamp() == "202405031553360274740000000000000"
+    assert Hlc(1714751616027474000, 12).file_timestamp().endswith("0000000012")
+    with pytest.raises(ValueError):
+        Hlc.from_file_timestamp("202413031553360274740000000000000")  # month 13
+
+
+@pytest.mark.parametrize("key, topic, schema, fmt, compression", [
+    ("2025-03-14/202503140959581234567890000000000-3f2a9c0d8e7b6a51-1-3-00000000-orders-1.ndjson",
+     "orders", 1, "ndjson", None),
+    ("202503141000285000000000000000001-3f2a9c0d8e7b6a51-12-3-1000000000-order-lines-14a.ndjson.gz",
+     "order-lines", 0x14A, "ndjson", "gzip"),
+    ("2025-03-14/10/202503141000285000000000000000001-b70e19c4d2a85f36-2-3-00000001-db.public.t+fam-a.ndjson.zst",
+     "db.public.t+fam", 0xA, "ndjson", "zstd"),
+    ("202503141000285000000000000000001-$001-b70e19c4d2a85f36-2-3-00000001-t-2.parquet", "t", 2, "parquet", None),
+])
+def test_data_file_names(key, topic, schema, fmt, compression):
+    parsed = parse_file(key, 10, key)
+    assert (parsed.kind, parsed.topic, parsed.schema_id, parsed.format, parsed.compression) == (
+        DATA, topic, schema, fmt, compression)
+
+
+def test_resolved_and_unrelated_names():
+    resolved = parse_file("2025-03-14/202503141000285000000000000000000.RESOLVED", 0, "x")
+    assert resolved.kind == RESOLVED and resolved.timestamp == Hlc.from_file_timestamp("2025031410002850000000000"
+                                                                                       "00000000")
+    assert parse_file("2025-03-14/_SUCCESS", 0, "x") is None and parse_file("notes.txt", 0, "x") is None
+    with pytest.raises(FeedCorruptError, match="not a changefeed file name"):
+        parse_file("2025-03-14/20250314100028500-orders.ndjson", 0, "sink/x")
+    with pytest.raises(FeedConfigError, match="CSV feeds carry no key"):
+        parse_file("202503141000285000000000000000001-3f2a9c0d8e7b6a51-1-3-00000000-orders-1.csv", 0, "x")
+    # '-' sorts before '.': a data file named at a resolved timestamp sorts before its RESOLVED file
+    assert "202503141000285000000000000000000-a" < "202503141000285000000000000000000.RESOLVED"
+
+
+@pytest.mark.parametrize("partition_format", ["daily", "hourly", "flat"])
+def test_listing_sorts_full_keys_and_skips_folders_before_the_cursor(tmp_path, partition_format):
+    truth = generate_sink(tmp_path, SinkSpec(steps=12, changes_per_step=5, partition_format=partition_format,
+                                             schema_change_at_step=None))
+    listed: list[str] = []
+
+    class Recording(Store):
+        def list(self, relative):
+            listed.append(relative)
+            return super().list(relative)
+
+    everything = list_sink(Recording(str(tmp_path)))
+    assert [f.key for f in everything] == sorted(f.key for f in everything)
+    assert [str(f.timestamp) for f in everything if f.kind == RESOLVED] == truth.resolved
+    listed.clear()
+    cursor = Hlc.parse(truth.resolved[-1])
+    later = list_sink(Recording(str(tmp_path)), since=cursor)
+    assert all(f.timestamp >= cursor for f in later) and later[-1].kind == RESOLVED
+    if partition_format == "hourly":
+        assert not any(folder.endswith("/09") for folder in listed)  # the 09:xx hour folder was not listed
+
+
+def test_a_range_is_the_files_between_two_resolved_files_and_late_ones(tmp_path):
+    truth = generate_sink(tmp_path, SinkSpec(steps=30, changes_per_step=4))
+    files = list_sink(Store(str(tmp_path)))
+    first, last = Hlc.parse(truth.resolved[0]), Hlc.parse(truth.resolved[-1])
+    whole = plan_range(files, None, last, "sink")
+    part = plan_range(files, first, last, "sink", applied={f.key for f in files})
+    assert whole.through.timestamp == last and part.after.timestamp == first
+    assert all(f.order < whole.through.order for f in whole.files)
+    assert part.files and all(part.after.order < f.order for f in part.files) and not part.late
+    # with no ledger, every file listed before --after-resolved counts as not applied (re-applied, harmless)
+    assert plan_range(files, first, last, "sink").late
+    late = Hlc.parse(truth.resolved[2])  # the late file is named before the 3rd RESOLVED
+    held = plan_range(files, late, last, "sink", applied={f.key for f in whole.files} - set(truth.late_files))
+    assert [f.key for f in held.late] == truth.late_files and truth.late_files[0] in [f.key for f in held.files]
+    with pytest.raises(WindowNotReadyError, match="no RESOLVED file at --through-resolved"):
+        plan_range(files, None, Hlc(last.wall + 1, 0), "sink")
+    with pytest.raises(FeedConfigError, match="must be before"):
+        plan_range(files, last, first, "sink")
+
+
+def test_resolved_files_are_checked(tmp_path):
+    good = tmp_path / "202503141000285000000000000000000.RESOLVED"
+    good.write_text('{"resolved":"1741946428500000000.0000000000"}')
+    store = Store(str(tmp_path))
+    file = parse_file(good.name, 10, "x")
+    assert resolved_value(store, file) == file.timestamp
+    good.write_text('{"__crdb__": {"resolved": "1741946428500000000.0000000000"}}')  # other envelopes
+    assert resolved_value(store, file) == file.timestamp
+    for content, message in (('{"resolved":"1741946428500000001.0000000000"}', "but its name says"),
+                             ("{nope", "not a valid RESOLVED file"), ('{"resolved": 17}', "not a valid RESOLVED")):
+        good.write_text(content)
+        with pytest.raises(FeedCorruptError, match=message):
+            resolved_value(store, file)
+
+
+def test_the_generator_is_deterministic_and_shaped_like_the_sink(tmp_path):
+    spec = SinkSpec(steps=10, changes_per_step=6, compression="gzip", partition_format="hourly")
+    first, second = generate_sink(tmp_path / "a", spec), generate_sink(tmp_path / "b", spec)
+    assert first.rows == second.rows and first.resolved == second.resolved
+    keys = sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert keys == sorted(p.relative_to(tmp_path / "b").as_posix() for p in (tmp_path / "b").rglob("*") if p.is_file())
+    data = next(p for p in (tmp_path / "a").rglob("*.ndjson.gz"))
+    line = json.loads(gzip.decompress(data.read_bytes()).splitlines()[0])
+    assert set(line) == {"after", "key", "updated"} and isinstance(line["key"], list)
+    assert first.duplicates > 0 and any(v is None for v in first.rows["orders"].values())
