@@ -31,7 +31,7 @@ from lakefeed.jsonio import json_object
 CHECKPOINT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
-__all__ = ["BlobCheckpoint", "CdfCheckpoint", "CheckpointError", "CheckpointMismatchError", "TableMark",
+__all__ = ["BlobCheckpoint", "CdfCheckpoint", "CrdbCheckpoint", "CheckpointError", "CheckpointMismatchError", "TableMark",
            "verify_feed", "verify_table"]
 
 
@@ -197,6 +197,44 @@ class CdfCheckpoint(_Moves):
             generation=document.get("generation", 0),
             updated_by=document.get("updatedBy"),
         )
+
+
+@dataclass(frozen=True)
+class CrdbCheckpoint(_Moves):
+    """Every data file of the sink ``sink`` up to the RESOLVED file at ``resolved`` is in the topic tables
+    ``targets`` (``resolved`` None: nothing yet)."""
+
+    resolved: str | None = None
+    sink: str | None = None
+    targets: dict[str, TableMark] = field(default_factory=dict)
+    generation: int = 0
+    updated_by: str | None = None
+
+    def to_json(self) -> str:
+        return _dump("cockroach_changefeed", {
+            "resolved": self.resolved,
+            "sink": self.sink,
+            "targets": {location: mark.to_dict() for location, mark in sorted(self.targets.items())},
+            "generation": self.generation,
+            "updatedBy": self.updated_by,
+        })
+
+    @classmethod
+    def from_json(cls, text: str | None, where: str) -> "CrdbCheckpoint":
+        document = _document(text, where, "cockroach_changefeed")
+        if document is None:
+            return cls()
+        resolved = _string_or_none(document, "resolved", where)
+        if resolved is not None:
+            from lakefeed.crdb.hlc import Hlc
+
+            try:
+                Hlc.parse(resolved)
+            except ValueError:
+                raise CheckpointError(f"checkpoint {where}: resolved {resolved!r} is not <wall>.<logical>") from None
+        return cls(resolved=resolved, sink=_string_or_none(document, "sink", where),
+                   targets=_targets_from(document, where), generation=document.get("generation", 0),
+                   updated_by=document.get("updatedBy"))
 
 
 def verify_feed(recorded: str | None, current: str, variable: str, remedy: str) -> None:

@@ -124,6 +124,36 @@ class CdfConfig:
         raise ConfigError(f"no CDF pipeline named {name!r} (configured: {', '.join(p.name for p in self.pipelines)})")
 
 
+@dataclass(frozen=True)
+class CrdbConfig:
+    """Settings of the CockroachDB changefeed DAG (the ``lakefeed_crdb_config`` Variable)."""
+
+    sink_root: str = str(DATA_DIR / "crdb_sink")          # the changefeed's sink path (folder or URL)
+    target_root: str = str(DATA_DIR / "lake" / "crdb")    # one Delta table per topic under it
+    run_dir: str = str(DATA_DIR / "crdb_runs")
+    checkpoint_variable: str = "lakefeed_crdb_checkpoint"
+    wasb_conn_id: str | None = None                       # read an azure:// sink through this connection
+    parquet_keys: dict | None = None                      # format=parquet: {"topic": ["pk col", …]}
+    resolved_per_batch: int = 120                         # RESOLVED files per spark-submit
+    max_batches_per_run: int = 4
+    late_file_lookback_hours: float = 24.0
+    sensor_poke_seconds: float = 60.0
+    sensor_timeout_seconds: float = 3000.0
+    spark_conf: dict | None = None
+    spark_job_timeout_minutes: float = 180.0
+
+    @classmethod
+    def from_json(cls, text: str | None, where: str) -> "CrdbConfig":
+        config = from_mapping(cls, _json_object(text, where), where)
+        if config.resolved_per_batch < 1 or config.max_batches_per_run < 1:
+            raise ConfigError(f"{where}: resolved_per_batch and max_batches_per_run must be at least 1")
+        if config.parquet_keys is not None and not all(
+                isinstance(v, list) and v and all(isinstance(c, str) for c in v) for v in config.parquet_keys.values()):
+            raise ConfigError(f"{where}: parquet_keys must map each topic to its primary key columns")
+        _check_spark_settings(config.spark_conf, config.spark_job_timeout_minutes, where)
+        return config
+
+
 def _check_spark_settings(spark_conf: dict | None, timeout_minutes: float, where: str) -> None:
     if spark_conf is not None and not all(isinstance(k, str) and isinstance(v, (str, int, float, bool))
                                           for k, v in spark_conf.items()):

@@ -106,3 +106,24 @@ def cdf_params(pipelines: list[str] | None) -> dict[str, Param]:
                                           "default the latest) and set the checkpoint to exactly that version, "
                                           "even when it was ahead: the next run applies the versions after it."),
     }
+
+
+HLC_PATTERN = r"^$|^[0-9]{1,20}\.[0-9]{10}$"
+
+
+def crdb_params() -> dict[str, Param]:
+    hint = ("A RESOLVED timestamp as the sink writes it: <wall ns>.<10-digit logical>, e.g. "
+            "1714751617108996000.0000000000 (the run summaries show resolved and newestResolved).")
+    return {
+        "after_resolved": Param(None, type=["null", "string"], pattern=HLC_PATTERN, title="Backfill after (RESOLVED)",
+                                description=f"Re-apply the files after this RESOLVED file (empty: from the sink's "
+                                            f"first file). Give through_resolved too. {hint}"),
+        "through_resolved": Param(None, type=["null", "string"], pattern=HLC_PATTERN,
+                                  title="Backfill through (RESOLVED)",
+                                  description=f"Re-apply the files up to this RESOLVED file. Leave empty for a normal "
+                                              f"run. {hint}"),
+        "reset_checkpoint": Param(False, type="boolean", title="Reset the checkpoint",
+                                  description="Forget the checkpoint and apply the sink from its first file, "
+                                              "recording the sink and tables anew: the way on after the sink moved or "
+                                              "a topic table was replaced."),
+    }

@@ -19,7 +19,14 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
 
-from lakefeed_airflow.triggers import ChangeFeedReadyTrigger, DeltaVersionTrigger, feed_readiness, sources_behind
+from lakefeed_airflow.triggers import (
+    ChangeFeedReadyTrigger,
+    DeltaVersionTrigger,
+    ResolvedTimestampTrigger,
+    feed_readiness,
+    resolved_readiness,
+    sources_behind,
+)
 
 
 def _none_if_blank(value: Any) -> Any:
@@ -188,3 +195,44 @@ class DeltaVersionSensor(_PollingSensor):
 
     def _trigger(self, deadline: str) -> DeltaVersionTrigger:
         return DeltaVersionTrigger(sources=self._sources, deadline=deadline, poke_interval=self.poke_interval)
+
+
+class ResolvedTimestampSensor(_PollingSensor):
+    """Waits until a CockroachDB changefeed's sink has a RESOLVED file newer than the checkpoint (lists the
+    sink from the checkpoint's partition on; never a JVM).
+
+    :param sink_root: the changefeed's sink path (folder or URL)
+    :param checkpoint_variable: the Variable holding the pipeline's checkpoint
+    :param wasb_conn_id: read an Azure sink through this connection (empty: fsspec)
+
+    A checkpoint made on another sink, or a topic table dropped, recreated or restored behind it
+    (checked once, before waiting), fails the task.
+    """
+
+    template_fields: Sequence[str] = (*_PollingSensor.template_fields, "sink_root", "checkpoint_variable",
+                                      "wasb_conn_id")
+
+    def __init__(self, *, sink_root: str, checkpoint_variable: str, wasb_conn_id: str | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sink_root = sink_root
+        self.checkpoint_variable = checkpoint_variable
+        self.wasb_conn_id = wasb_conn_id
+
+    def _check(self) -> tuple[bool, dict[str, Any]]:
+        from lakefeed.checkpoint import CrdbCheckpoint
+        from lakefeed.targets import verify_targets
+        from lakefeed_airflow.crdb_tasks import RESET_REMEDY
+        from lakefeed_airflow.settings import VariableCell
+
+        cell = VariableCell(self.checkpoint_variable)
+        checkpoint = CrdbCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
+        verify_targets(checkpoint.targets, {f"topic {t.rsplit('/', 1)[-1]}": t for t in checkpoint.targets},
+                       f"Variable {cell.name}", RESET_REMEDY)
+        self._arguments = {"sink_root": self.sink_root, "wasb_conn_id": _none_if_blank(self.wasb_conn_id),
+                           "resolved": checkpoint.resolved, "sink_identity": checkpoint.sink,
+                           "checkpoint_variable": self.checkpoint_variable}
+        return resolved_readiness(**self._arguments)
+
+    def _trigger(self, deadline: str) -> ResolvedTimestampTrigger:
+        return ResolvedTimestampTrigger(**self._arguments, deadline=deadline, poke_interval=self.poke_interval)

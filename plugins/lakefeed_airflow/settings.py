@@ -14,14 +14,15 @@ import json
 import logging
 from pathlib import Path
 
-from lakefeed.checkpoint import BlobCheckpoint, CdfCheckpoint
+from lakefeed.checkpoint import BlobCheckpoint, CdfCheckpoint, CrdbCheckpoint
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import BlobPipelineConfig, CdfConfig, CdfPipeline
+from lakefeed.config import BlobPipelineConfig, CdfConfig, CdfPipeline, CrdbConfig
 
 log = logging.getLogger(__name__)
 
 BLOB_CONFIG_VARIABLE = "lakefeed_blob_config"
 CDF_CONFIG_VARIABLE = "lakefeed_cdf_config"
+CRDB_CONFIG_VARIABLE = "lakefeed_crdb_config"
 LOCK_FOLDER = ".checkpoint-locks"
 CHECKPOINT_DESCRIPTION = "lakefeed checkpoint (written by the DAG; do not edit by hand)"
 
@@ -68,6 +69,11 @@ def cdf_config() -> CdfConfig:
     return CdfConfig.from_json(_variable(CDF_CONFIG_VARIABLE), f"Variable {CDF_CONFIG_VARIABLE}")
 
 
+def crdb_config() -> CrdbConfig:
+    """The demo sink by default, or the ``lakefeed_crdb_config`` Variable (JSON)."""
+    return CrdbConfig.from_json(_variable(CRDB_CONFIG_VARIABLE), f"Variable {CRDB_CONFIG_VARIABLE}")
+
+
 def lock_dir(run_dir: str) -> Path:
     return Path(run_dir) / LOCK_FOLDER
 
@@ -78,6 +84,10 @@ def blob_checkpoint_store(config: BlobPipelineConfig, orm: bool = False) -> Chec
 
 def cdf_checkpoint_store(pipeline: CdfPipeline, config: CdfConfig, orm: bool = False) -> CheckpointStore:
     return CheckpointStore(VariableCell(pipeline.checkpoint_variable, orm), CdfCheckpoint, lock_dir(config.run_dir))
+
+
+def crdb_checkpoint_store(config: CrdbConfig, orm: bool = False) -> CheckpointStore:
+    return CheckpointStore(VariableCell(config.checkpoint_variable, orm), CrdbCheckpoint, lock_dir(config.run_dir))
 
 
 class ConfigMacros:
@@ -91,6 +101,10 @@ class ConfigMacros:
     @property
     def cdf(self) -> CdfConfig:
         return cdf_config()
+
+    @property
+    def crdb(self) -> CrdbConfig:
+        return crdb_config()
 
     def cdf_sources(self, pipeline: str | None = None) -> str:
         """JSON of the sources the CDF sensor watches (all pipelines, or the named one)."""

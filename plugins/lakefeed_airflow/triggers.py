@@ -160,3 +160,61 @@ def sources_behind(sources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if state is not None and (applied is None or state.latest_version > applied):
             behind[source["name"]] = {"latest": state.latest_version, "applied": applied}
     return behind
+
+
+def resolved_readiness(*, sink_root: str, wasb_conn_id: str | None, resolved: str | None, sink_identity: str | None,
+                       checkpoint_variable: str) -> tuple[bool, dict[str, Any]]:
+    """Is there a RESOLVED file newer than the checkpoint? Lists the sink from the checkpoint's partition
+    on (never the whole sink); refuses a checkpoint of another sink."""
+    from lakefeed.checkpoint import verify_feed
+    from lakefeed.crdb.hlc import Hlc
+    from lakefeed.crdb.sink import RESOLVED, list_sink
+    from lakefeed_airflow.crdb_tasks import RESET_REMEDY
+    from lakefeed_airflow.wasb_feed import feed_store
+
+    store = feed_store(sink_root, wasb_conn_id)
+    verify_feed(sink_identity, store.identity, f"Variable {checkpoint_variable}", RESET_REMEDY)
+    cursor = Hlc.parse(resolved) if resolved else None
+    newer = [f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED and (cursor is None or f.timestamp > cursor)]
+    return bool(newer), {"resolved": resolved, "newestResolved": str(max(newer)) if newer else resolved}
+
+
+class ResolvedTimestampTrigger(_PollingTrigger):
+    """Fires once the CockroachDB changefeed sink has a RESOLVED file newer than the checkpoint.
+
+    :param sink_root: the changefeed's sink path (folder or URL)
+    :param wasb_conn_id: read an Azure sink through this connection, or None
+    :param resolved: the checkpoint's RESOLVED timestamp, or None
+    :param sink_identity: the sink the checkpoint was made on (refused if it is not this one), or None
+    :param checkpoint_variable: the checkpoint's Variable (named in refusals)
+    :param deadline: ISO time at which to give up
+    :param poke_interval: seconds between polls
+    """
+
+    def __init__(self, *, sink_root: str, resolved: str | None, deadline: str, poke_interval: float = 60.0,
+                 wasb_conn_id: str | None = None, sink_identity: str | None = None,
+                 checkpoint_variable: str = "lakefeed_crdb_checkpoint"):
+        super().__init__(deadline=deadline, poke_interval=poke_interval)
+        self.sink_root = sink_root
+        self.wasb_conn_id = wasb_conn_id
+        self.resolved = resolved
+        self.sink_identity = sink_identity
+        self.checkpoint_variable = checkpoint_variable
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "lakefeed_airflow.triggers.ResolvedTimestampTrigger",
+            {
+                "sink_root": self.sink_root,
+                "wasb_conn_id": self.wasb_conn_id,
+                "resolved": self.resolved,
+                "sink_identity": self.sink_identity,
+                "checkpoint_variable": self.checkpoint_variable,
+                "deadline": self.deadline,
+                "poke_interval": self.poke_interval,
+            },
+        )
+
+    def _check(self) -> tuple[bool, dict[str, Any]]:
+        return resolved_readiness(sink_root=self.sink_root, wasb_conn_id=self.wasb_conn_id, resolved=self.resolved,
+                                  sink_identity=self.sink_identity, checkpoint_variable=self.checkpoint_variable)

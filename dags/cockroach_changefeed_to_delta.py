@@ -1,0 +1,121 @@
+"""
+### CockroachDB changefeed → Delta
+
+Every hour: wait (deferred, no worker slot) until the changefeed's cloud storage sink has a RESOLVED
+file newer than the checkpoint (listing the sink from the checkpoint's partition on, no JVM), plan the
+resolved ranges after it, `resolved_per_batch` RESOLVED files to a `spark_jobs/cockroach_changefeed_job.py`
+run (pool `lakefeed_spark`), then advance the checkpoint Variable `lakefeed_crdb_checkpoint` to the last
+RESOLVED timestamp of the contiguous prefix of finished batches. One Delta table per topic; the greatest
+`updated` per key wins, deletes stay as tombstones. The run summary lands in the `commit_checkpoint` XCom.
+
+**Backfill** re-applies a range idempotently and never creates nor moves the checkpoint:
+- *Single Run* with `after_resolved` (optional) and `through_resolved`: exactly those files;
+- Airflow's *Backfill*: each hourly run re-applies the resolved ranges of its data interval.
+
+**Reset:** `reset_checkpoint` applies the sink again from its first file and records the sink and
+tables anew: the way on when a run refuses a checkpoint of another sink or a replaced topic table.
+
+**Configuration:** the `lakefeed_crdb_config` Variable (JSON; keys in `include/lakefeed/config.py`),
+defaulting to the demo sink under `data/demo`.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import dag, get_current_context, task
+
+from lakefeed.spark import delta_package
+from lakefeed_airflow.crdb_tasks import JOB_SCRIPT
+from lakefeed_airflow.dag_defaults import (
+    DAGRUN_TIMEOUT,
+    DEFAULT_ARGS,
+    HOURLY,
+    SPARK_CONN_ID,
+    SPARK_POOL,
+    START_DATE,
+    planned_or_skip,
+    refusals_fail_the_task,
+    summary_kept_on_failure,
+)
+from lakefeed_airflow.forms import crdb_params
+from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
+from lakefeed_airflow.sensors import ResolvedTimestampSensor
+from lakefeed_airflow.settings import TEMPLATE_MACROS
+from lakefeed_airflow.watcher import fail_run_if_a_task_failed
+
+
+@dag(
+    dag_id="cockroach_changefeed_to_delta",
+    description="CockroachDB changefeed files (cloud storage sink) → one Delta table per topic, exactly once",
+    schedule=HOURLY,
+    start_date=START_DATE,
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=DAGRUN_TIMEOUT,
+    tags=["lakefeed", "cockroachdb", "changefeed", "delta"],
+    default_args=DEFAULT_ARGS,
+    params=crdb_params(),
+    user_defined_macros=TEMPLATE_MACROS,
+    doc_md=__doc__,
+)
+def cockroach_changefeed_to_delta():
+    wait_for_resolved = ResolvedTimestampSensor(
+        task_id="wait_for_resolved",
+        sink_root="{{ lakefeed.crdb.sink_root }}",
+        checkpoint_variable="{{ lakefeed.crdb.checkpoint_variable }}",
+        wasb_conn_id="{{ lakefeed.crdb.wasb_conn_id or '' }}",
+        poke_seconds="{{ lakefeed.crdb.sensor_poke_seconds }}",
+        timeout_seconds="{{ lakefeed.crdb.sensor_timeout_seconds }}",
+        skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.through_resolved "
+                    "else ('checkpoint reset' if params.reset_checkpoint else '') }}",
+        deferrable=True,
+        retries=0,
+    )
+
+    @task(retries=1, multiple_outputs=False)
+    def plan_ranges(params=None) -> dict:
+        from lakefeed_airflow import crdb_tasks
+        from lakefeed_airflow.runs import RunContext
+        from lakefeed_airflow.settings import crdb_checkpoint_store, crdb_config
+
+        with refusals_fail_the_task():
+            config = crdb_config()
+            store = crdb_checkpoint_store(config)
+            return crdb_tasks.plan(config, store.load(), params or {}, RunContext.from_airflow(get_current_context()),
+                                   store.where)
+
+    @task
+    def spark_arguments(planned: dict) -> list[list[str]]:
+        from lakefeed_airflow import crdb_tasks
+        from lakefeed_airflow.settings import crdb_config
+
+        return crdb_tasks.job_arguments(crdb_config(), planned)
+
+    @task(trigger_rule="all_done", retries=0, multiple_outputs=False)
+    def commit_checkpoint(ti=None, run_id=None) -> dict:
+        from lakefeed_airflow import crdb_tasks
+        from lakefeed_airflow.settings import crdb_checkpoint_store, crdb_config
+
+        planned = planned_or_skip(ti, "plan_ranges")
+        with refusals_fail_the_task(), summary_kept_on_failure(ti):
+            config = crdb_config()
+            return crdb_tasks.commit(config, crdb_checkpoint_store(config), planned, run_id)
+
+    planned = plan_ranges()
+    apply_ranges = LakefeedSparkSubmitOperator.partial(
+        task_id="apply_ranges",
+        application=JOB_SCRIPT,
+        conn_id=SPARK_CONN_ID,
+        pool=SPARK_POOL,
+        packages=delta_package(),
+        name="cockroach_changefeed_to_delta",
+        wasb_conn_id="{{ lakefeed.crdb.wasb_conn_id or '' }}",
+        extra_conf="{{ (lakefeed.crdb.spark_conf or {}) | tojson }}",
+        timeout_minutes="{{ lakefeed.crdb.spark_job_timeout_minutes }}",
+    ).expand(application_args=spark_arguments(planned))
+    commit = commit_checkpoint()
+    wait_for_resolved >> planned
+    apply_ranges >> commit
+    [wait_for_resolved, planned, apply_ranges, commit] >> fail_run_if_a_task_failed()
+
+
+cockroach_changefeed_to_delta()

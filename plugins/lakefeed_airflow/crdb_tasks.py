@@ -1,0 +1,173 @@
+"""The work behind the CockroachDB DAG's tasks: plan resolved ranges, spark-submit arguments, checkpoint commit.
+
+Positions are RESOLVED timestamps (:class:`~lakefeed.crdb.hlc.Hlc`); a range ``(after, through]``
+is the data files between the two RESOLVED files. What a run plans depends on its kind
+(:mod:`lakefeed.progress`):
+
+- scheduled (and manual runs without params): the RESOLVED files after the checkpoint (from the
+  sink's first file when there is none), ``resolved_per_batch`` to a spark-submit, at most
+  ``max_batches_per_run``;
+- a backfill: exactly ``after_resolved``..``through_resolved`` from the params, or, for one of
+  Airflow's Backfill runs, from the last RESOLVED file at or before its data interval's start to the
+  last one before its end; never moves the checkpoint;
+- a reset (``reset_checkpoint``): from the sink's first file, as if there were no checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from lakefeed.checkpoint import CrdbCheckpoint, verify_feed
+from lakefeed.checkpoint_store import CheckpointStore
+from lakefeed.config import PROJECT_ROOT, CrdbConfig
+from lakefeed.crdb.hlc import Hlc
+from lakefeed.crdb.sink import RESOLVED, list_sink
+from lakefeed.errors import ConfigError, WindowNotReadyError
+from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
+from lakefeed.targets import current_marks, verify_targets
+from lakefeed_airflow.runs import (
+    RunContext,
+    fail_if_any_failed,
+    finished_summaries,
+    plan_folder,
+    refusals,
+    run_kind,
+    summary_path,
+)
+from lakefeed_airflow.wasb_feed import feed_store
+
+log = logging.getLogger(__name__)
+
+JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "cockroach_changefeed_job.py")
+ORIGIN = Hlc(0, 0)  # the position before the sink's first file
+SUMMED = ("files", "bytesRead", "messagesRead", "duplicatesDropped", "supersededInBatch", "staleSkipped", "inserted",
+          "updated", "deleted", "commitsMade")
+RESET_REMEDY = ("trigger cockroach_changefeed_to_delta with the param reset_checkpoint=true: it applies the sink "
+                "again from its first file into the configured target root and records them")
+
+
+def _param_hlc(params: dict[str, Any], name: str) -> Hlc | None:
+    value = params.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        return Hlc.parse(str(value))
+    except ValueError:
+        raise ConfigError(f"param {name}={value!r} is not a RESOLVED timestamp such as "
+                          f"1714751617108996000.0000000000") from None
+
+
+def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any], run: RunContext,
+         where: str = "lakefeed_crdb_checkpoint") -> dict[str, Any]:
+    """The resolved ranges this run applies; refuses a request that cannot be served or a checkpoint that
+    does not belong to this sink and these tables."""
+    after, through = _param_hlc(params, "after_resolved"), _param_hlc(params, "through_resolved")
+    if after is not None and through is None:
+        raise ConfigError("a backfill needs through_resolved (after_resolved alone names no range)")
+    if after is not None and after >= through:
+        raise ConfigError(f"after_resolved {after} must be before through_resolved {through}")
+    kind = run_kind(run, through is not None, bool(params.get("reset_checkpoint")))
+    store = feed_store(config.sink_root, config.wasb_conn_id)
+    if kind == SCHEDULED:
+        verify_feed(checkpoint.sink, store.identity, where, RESET_REMEDY)
+        verify_targets(checkpoint.targets, {f"topic {location.rsplit('/', 1)[-1]}": location
+                                            for location in checkpoint.targets}, where, RESET_REMEDY)
+    cursor = Hlc.parse(checkpoint.resolved) if kind == SCHEDULED and checkpoint.resolved else None
+    if kind == BACKFILL and run.is_airflow_backfill:
+        since = Hlc(int(run.interval_start.timestamp() * 1e9), 0)
+        resolved = [f.timestamp for f in list_sink(store, Hlc(since.wall - 24 * 3600 * 10**9, 0)) if f.kind == RESOLVED]
+        before = [r for r in resolved if r <= since]
+        inside = [r for r in resolved if r < Hlc(int(run.interval_end.timestamp() * 1e9), 0)]
+        start = before[-1] if before else None
+        batches = [(start, inside[-1])] if inside and (start is None or inside[-1] > start) else []
+    elif kind == BACKFILL:
+        resolved = {f.timestamp for f in list_sink(store, after or through) if f.kind == RESOLVED}
+        missing = [str(stamp) for stamp in (after, through) if stamp is not None and stamp not in resolved]
+        if missing:
+            raise WindowNotReadyError(f"{store.root} has no RESOLVED file at {', '.join(missing)}")
+        batches = [(after, through)]
+    else:
+        resolved = [f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED and
+                    (cursor is None or f.timestamp > cursor)]
+        step = config.resolved_per_batch
+        chosen = resolved[: step * config.max_batches_per_run]
+        ends = chosen[step - 1::step] + ([chosen[-1]] if chosen and len(chosen) % step else [])
+        starts = [cursor] + ends[:-1]
+        batches = list(zip(starts, ends))
+    newest = max((f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED), default=None)
+    result = {
+        "kind": kind,
+        "batches": [{"after": str(a) if a else None, "through": str(t)} for a, t in batches],
+        "sink": store.identity,
+        "resolvedBefore": checkpoint.resolved,
+        "newestResolved": str(newest) if newest else None,
+        "runFolder": str(plan_folder(config.run_dir, run)),
+    }
+    log.info("plan: %s", json.dumps(result))
+    return result
+
+
+def job_arguments(config: CrdbConfig, planned: dict[str, Any]) -> list[list[str]]:
+    """``application_args`` of one spark-submit per batch (the job's command-line contract)."""
+    arguments = []
+    for index, batch in enumerate(planned["batches"]):
+        args = ["--sink-root", config.sink_root, "--target-root", config.target_root]
+        if batch["after"]:
+            args += ["--after-resolved", batch["after"]]
+        args += ["--through-resolved", batch["through"], "--late-file-lookback-hours",
+                 str(config.late_file_lookback_hours)]
+        if config.parquet_keys:
+            args += ["--parquet-keys", ";".join(f"{t}={','.join(c)}" for t, c in sorted(config.parquet_keys.items()))]
+        arguments.append(args + ["--summary-json", summary_path(planned["runFolder"], index)])
+    return arguments
+
+
+def commit(config: CrdbConfig, store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed."""
+    batches = planned["batches"]
+    summaries = finished_summaries(planned["runFolder"], batches, lambda s, b: (
+        s.get("afterResolved"), s.get("throughResolved")) == (b["after"], b["through"]))
+    refused = refusals(planned["runFolder"], len(batches))
+    kind = planned["kind"]
+    spans = [(Hlc.parse(b["after"]) if b["after"] else ORIGIN, Hlc.parse(b["through"])) for b in batches]
+    topics = sorted({topic for s in summaries.values() for topic in s.get("topics", {})})
+
+    def change(checkpoint: CrdbCheckpoint) -> CrdbCheckpoint:
+        if kind == BACKFILL:
+            return checkpoint
+        if kind == SCHEDULED and checkpoint.sink not in (None, planned["sink"]):
+            log.warning("the checkpoint was reset to another sink (%s) while this run ran: not moving it",
+                        checkpoint.sink)
+            return checkpoint
+        stored = Hlc.parse(checkpoint.resolved) if checkpoint.resolved and kind == SCHEDULED else None
+        position = position_after(kind, stored, spans, set(summaries), origin=ORIGIN)
+        tables = sorted(set(checkpoint.targets if kind == SCHEDULED else ()) |
+                        {f"{config.target_root}/{topic}" for topic in topics})
+        marks = current_marks(tables) if summaries or kind == RESET else checkpoint.targets
+        return checkpoint.moved(resolved=None if position in (None, ORIGIN) else str(position),
+                                sink=planned["sink"], targets=marks, updated_by=run_id)
+
+    before, after = store.update(change)
+    failed = [{**b, **({"refused": refused[i]} if i in refused else {})}
+              for i, b in enumerate(batches) if i not in summaries]
+    newest = planned["newestResolved"]
+    report = {
+        "kind": kind,
+        "batches": len(batches),
+        "batchesFailed": failed,
+        **{key: sum(s.get(key, 0) for s in summaries.values()) for key in SUMMED},
+        "lateFiles": [f for s in summaries.values() for f in s.get("lateFiles", [])],
+        "topics": topics,
+        "resolvedBefore": before.resolved,
+        "resolved": after.resolved,
+        "newestResolved": newest,
+        "checkpointMoved": after != before,
+        "lagSeconds": round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
+        if newest and after.resolved else None,
+        "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),
+    }
+    log.info("run summary: %s", json.dumps(report, indent=2))
+    fail_if_any_failed(failed, len(batches), report["resolved"], report)
+    return report

@@ -1,0 +1,60 @@
+"""Sequences of `airflow dags test cockroach_changefeed_to_delta` runs on a generated sink folder, checked
+against the generator's ground truth and the checkpoint Variable: a first run, a run with no new RESOLVED
+file (nothing planned, no Spark), the sink growing, and a backfill of a past range."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from lakefeed.crdb.generator import SinkSpec, generate_sink
+from lakefeed.crdb.hlc import Hlc
+from tests.airflow_env import dags_test, dags_test_env, last_run_id, task_tries, variable, with_config, xcom
+from tests.integration.test_crdb_job import assert_matches_truth
+
+pytestmark = pytest.mark.integration
+DAG = "cockroach_changefeed_to_delta"
+
+
+def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
+    truth = generate_sink(tmp_path / "sink", SinkSpec(steps=24, changes_per_step=20, seed=31))
+    config = {"sink_root": str(tmp_path / "sink"), "target_root": str(tmp_path / "lake"),
+              "run_dir": str(tmp_path / "runs"), "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1,
+              "resolved_per_batch": 50}
+    env = with_config(dags_test_env(tmp_path / "airflow"), "lakefeed_crdb_config", config)
+
+    # Only the files up to the 3rd RESOLVED file exist at first; the rest arrive later, among them the
+    # late file: named before that RESOLVED file, written after it (the sink's naming bug).
+    cut = Hlc.parse(truth.resolved[2]).file_timestamp() + ".RESOLVED"
+    late = {tmp_path / "sink" / key for key in truth.late_files}
+    later = [p for p in (tmp_path / "sink").rglob("*") if p.is_file() and (p.name > cut or p in late)]
+    held = tmp_path / "held"
+    for path in later:
+        target = held / path.relative_to(tmp_path / "sink")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        path.rename(target)
+
+    dags_test(env, DAG)
+    checkpoint = variable(env, "lakefeed_crdb_checkpoint")
+    assert checkpoint["resolved"] == truth.resolved[2] and checkpoint["sink"] == f"file://{tmp_path / 'sink'}"
+    assert set(checkpoint["targets"]) == {str(tmp_path / "lake" / t) for t in ("customers", "orders")}
+
+    dags_test(env, DAG)  # no new RESOLVED file: the sensor gives up, nothing planned, no Spark
+    tries = task_tries(env, DAG, last_run_id(env, DAG))
+    assert tries["wait_for_resolved"][0] == "skipped" and tries["plan_ranges"][0] == "skipped"
+    assert variable(env, "lakefeed_crdb_checkpoint") == checkpoint
+
+    shutil.copytree(held, tmp_path / "sink", dirs_exist_ok=True)
+    dags_test(env, DAG)
+    report = xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoint")
+    assert report["resolvedBefore"] == truth.resolved[2] and report["resolved"] == truth.resolved[-1]
+    assert report["lagSeconds"] == 0 and report["lateFiles"] == truth.late_files
+    assert_matches_truth(spark, tmp_path / "lake", truth)
+
+    before = variable(env, "lakefeed_crdb_checkpoint")
+    dags_test(env, DAG, {"after_resolved": truth.resolved[0], "through_resolved": truth.resolved[3]})
+    report = xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoint")
+    assert report["kind"] == "backfill" and (report["inserted"], report["updated"], report["deleted"]) == (0, 0, 0)
+    assert variable(env, "lakefeed_crdb_checkpoint") == before
+    assert_matches_truth(spark, tmp_path / "lake", truth)

@@ -1,0 +1,128 @@
+"""Planning and checkpoint commit of the CockroachDB DAG, and its trigger, on a real generated sink folder,
+real summary files and the real compare-and-set store over a file cell."""
+
+import asyncio
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
+
+from lakefeed.checkpoint import CrdbCheckpoint  # noqa: E402
+from lakefeed.config import CrdbConfig  # noqa: E402
+from lakefeed.crdb.generator import SinkSpec, generate_sink  # noqa: E402
+from lakefeed.crdb.hlc import Hlc  # noqa: E402
+from lakefeed.errors import CheckpointMismatchError, ConfigError, WindowNotReadyError  # noqa: E402
+from lakefeed_airflow import crdb_tasks  # noqa: E402
+from lakefeed_airflow.runs import RunContext  # noqa: E402
+from lakefeed_airflow.triggers import ResolvedTimestampTrigger  # noqa: E402
+from tests.cells import file_store  # noqa: E402
+
+DAG = "cockroach_changefeed_to_delta"
+
+
+def run(run_id="scheduled__1", run_type="scheduled", start=None, end=None):
+    return RunContext(DAG, run_id, run_type, start, end)
+
+
+@pytest.fixture
+def sink(tmp_path):
+    return generate_sink(tmp_path / "sink", SinkSpec(steps=30, changes_per_step=3))
+
+
+@pytest.fixture
+def config(tmp_path, sink):
+    return CrdbConfig(sink_root=str(tmp_path / "sink"), target_root=str(tmp_path / "lake"),
+                      run_dir=str(tmp_path / "runs"), resolved_per_batch=2, max_batches_per_run=2)
+
+
+@pytest.fixture
+def store(tmp_path):
+    return file_store(tmp_path / "cp", CrdbCheckpoint)
+
+
+def finish(planned, index):
+    batch = planned["batches"][index]
+    summary = {"afterResolved": batch["after"], "throughResolved": batch["through"], "messagesRead": 10,
+               "topics": {}}
+    Path(planned["runFolder"], f"{index}.json").write_text(json.dumps(summary))
+
+
+def test_scheduled_runs_take_resolved_files_in_batches_from_the_first_file(config, store, sink):
+    planned = crdb_tasks.plan(config, store.load(), {}, run())
+    r = sink.resolved
+    assert planned["batches"] == [{"after": None, "through": r[1]}, {"after": r[1], "through": r[3]}]
+    assert planned["newestResolved"] == r[-1] and planned["sink"].startswith("file://")
+    args = crdb_tasks.job_arguments(config, planned)
+    assert "--after-resolved" not in args[0] and args[1][4:8] == ["--after-resolved", r[1], "--through-resolved", r[3]]
+    finish(planned, 1)  # the first batch failed: nothing may move past it
+    with pytest.raises(RuntimeError, match="1 of 2 batch"):
+        crdb_tasks.commit(config, store, planned, "r1")
+    assert store.load().resolved is None and store.load().sink == planned["sink"]
+    finish(planned, 0)
+    report = crdb_tasks.commit(config, store, planned, "r1 retry")
+    assert store.load().resolved == r[3] and report["checkpointMoved"]
+    assert report["lagSeconds"] == (Hlc.parse(r[-1]).wall - Hlc.parse(r[3]).wall) / 1e9
+    nxt = crdb_tasks.plan(config, store.load(), {}, run("scheduled__2"))
+    assert nxt["batches"][0] == {"after": r[3], "through": r[5]}
+
+
+def test_a_backfill_is_exactly_its_range_and_never_moves_the_checkpoint(config, store, sink):
+    r = sink.resolved
+    planned = crdb_tasks.plan(config, store.load(), {"after_resolved": r[0], "through_resolved": r[2]},
+                              run("m", "manual"))
+    assert planned["kind"] == "backfill" and planned["batches"] == [{"after": r[0], "through": r[2]}]
+    finish(planned, 0)
+    crdb_tasks.commit(config, store, planned, "m")
+    assert store.load() == CrdbCheckpoint()
+    cases = [({"after_resolved": r[0]}, ConfigError, "needs through_resolved"),
+             ({"after_resolved": r[2], "through_resolved": r[0]}, ConfigError, "must be before"),
+             ({"through_resolved": "yesterday"}, ConfigError, "not a RESOLVED timestamp"),
+             ({"through_resolved": "1.0000000000"}, WindowNotReadyError, "no RESOLVED file at 1.0000000000")]
+    for params, error, message in cases:
+        with pytest.raises(error, match=message):
+            crdb_tasks.plan(config, store.load(), params, run("m", "manual"))
+
+
+def test_an_airflow_backfill_run_takes_the_resolved_ranges_of_its_interval(config, store, sink):
+    r = [Hlc.parse(x) for x in sink.resolved]
+
+    def moment(stamp):
+        return datetime.fromtimestamp(stamp.wall / 1e9, tz=timezone.utc)
+
+    planned = crdb_tasks.plan(config, store.load(), {}, run("b", "backfill", moment(r[1]), moment(r[3])))
+    assert planned["batches"] == [{"after": str(r[1]), "through": str(r[2])}]
+    before = crdb_tasks.plan(config, store.load(), {}, run("b", "backfill", datetime(2020, 1, 1, tzinfo=timezone.utc),
+                                                           datetime(2020, 1, 1, 1, tzinfo=timezone.utc)))
+    assert before["batches"] == []
+
+
+def test_a_checkpoint_of_another_sink_is_refused_until_a_reset(config, store, sink):
+    other = CrdbCheckpoint(resolved=sink.resolved[1], sink="azure://acct/feeds/crdb")
+    with pytest.raises(CheckpointMismatchError, match="belongs to the feed azure://acct/feeds/crdb.*reset_checkpoint"):
+        crdb_tasks.plan(config, other, {}, run())
+    planned = crdb_tasks.plan(config, other, {"reset_checkpoint": True}, run("m", "manual"))
+    assert planned["kind"] == "reset" and planned["batches"][0]["after"] is None
+
+
+def first_event(trigger):
+    async def go():
+        return await anext(trigger.run())
+    return asyncio.run(go()).payload
+
+
+def test_the_trigger_serializes_exactly_and_fires_on_a_newer_resolved_file(config, sink):
+    kwargs = {"sink_root": config.sink_root, "wasb_conn_id": None, "resolved": sink.resolved[-2],
+              "sink_identity": None, "checkpoint_variable": "cp", "deadline": "2099-01-01T00:00:00Z",
+              "poke_interval": 0.05}
+    trigger = ResolvedTimestampTrigger(**kwargs)
+    assert trigger.serialize() == ("lakefeed_airflow.triggers.ResolvedTimestampTrigger", kwargs)
+    assert first_event(trigger) == {"status": "ready", "resolved": sink.resolved[-2],
+                                    "newestResolved": sink.resolved[-1]}
+    done = ResolvedTimestampTrigger(**{**kwargs, "resolved": sink.resolved[-1], "deadline": "2000-01-01T00:00:00Z"})
+    assert first_event(done)["status"] == "timeout"
+    moved = ResolvedTimestampTrigger(**{**kwargs, "sink_identity": "file:///elsewhere"})
+    assert first_event(moved)["status"] == "refused"
