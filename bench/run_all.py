@@ -89,6 +89,15 @@ def table(results: dict) -> str:
                                                         f"({cdf['ours_rows_per_s']:,} rows/s)",
              f"{cdf['ratios']['ours_vs_plain_time']}x plain"),
         ]
+    crdb = results.get("crdb")
+    if crdb:
+        rows += [
+            ("CockroachDB: bare json.loads, single process", f"{crdb['json_loads_messages_per_s']:,} messages/s",
+             f"{crdb['files']} files, {crdb['bytes'] / 1e6:.0f} MB, {crdb['messages']:,} messages"),
+            ("CockroachDB: our job, cold (spark-submit wall)",
+             f"{crdb['seconds']['job_cold_spark_submit']:.1f} s, {crdb['job_messages_per_s']:,} messages/s",
+             f"{crdb['ratio_job_vs_json_loads']}x bare json.loads; {crdb['keys']:,} keys merged"),
+        ]
     lines = ["| figure | value | ratio |", "| --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     return "\n".join(lines)
@@ -96,7 +105,7 @@ def table(results: dict) -> str:
 
 def main() -> int:
     if sys.argv[1:] != ["--table-only"]:  # --table-only: rewrite the README table from saved results
-        for script in ("blob_bench.py", "scaling_bench.py", "cdf_bench.py"):
+        for script in ("blob_bench.py", "scaling_bench.py", "cdf_bench.py", "crdb_bench.py"):
             print(f"== {script}", flush=True)
             subprocess.run([sys.executable, str(HERE / script)], check=True)
     results = json.loads(RESULTS.read_text())

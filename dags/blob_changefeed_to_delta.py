@@ -30,26 +30,14 @@ without retry; transient failures retry with backoff.
 
 from __future__ import annotations
 
-from airflow.sdk import dag, get_current_context, task
+from airflow.sdk import dag
 
-from lakefeed.spark import delta_package
-from lakefeed_airflow.blob_tasks import JOB_SCRIPT
-from lakefeed_airflow.dag_defaults import (
-    DAGRUN_TIMEOUT,
-    DEFAULT_ARGS,
-    HOURLY,
-    SPARK_CONN_ID,
-    SPARK_POOL,
-    START_DATE,
-    planned_or_skip,
-    refusals_fail_the_task,
-    summary_kept_on_failure,
-)
+from lakefeed_airflow import blob_tasks
+from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, START_DATE
 from lakefeed_airflow.forms import blob_grid_minute, blob_params
-from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
+from lakefeed_airflow.pipeline_dag import wire_pipeline
 from lakefeed_airflow.sensors import ChangeFeedReadySensor
 from lakefeed_airflow.settings import TEMPLATE_MACROS
-from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 
 @dag(
     dag_id="blob_changefeed_to_delta",
@@ -81,50 +69,10 @@ def blob_changefeed_to_delta():
         retries=0,
     )
 
-    @task(retries=1, multiple_outputs=False)
-    def plan_windows(params=None) -> dict:
-        from lakefeed_airflow import blob_tasks
-        from lakefeed_airflow.runs import RunContext
-        from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
-
-        with refusals_fail_the_task():
-            config = blob_config()
-            store = blob_checkpoint_store(config)
-            return blob_tasks.plan(config, store.load(), params or {}, RunContext.from_airflow(get_current_context()),
-                                   store.where)
-
-    @task
-    def spark_arguments(planned: dict) -> list[list[str]]:
-        from lakefeed_airflow import blob_tasks
-        from lakefeed_airflow.settings import blob_config
-
-        return blob_tasks.job_arguments(blob_config(), planned)
-
-    @task(trigger_rule="all_done", retries=0, multiple_outputs=False)
-    def commit_checkpoint(ti=None, run_id=None) -> dict:
-        from lakefeed_airflow import blob_tasks
-        from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
-
-        planned = planned_or_skip(ti, "plan_windows")
-        with refusals_fail_the_task(), summary_kept_on_failure(ti):
-            return blob_tasks.commit(blob_checkpoint_store(blob_config()), planned, run_id)
-
-    planned = plan_windows()
-    ingest_windows = LakefeedSparkSubmitOperator.partial(
-        task_id="ingest_windows",
-        application=JOB_SCRIPT,
-        conn_id=SPARK_CONN_ID,
-        pool=SPARK_POOL,
-        packages=delta_package(),
-        name="blob_changefeed_to_delta",
-        wasb_conn_id="{{ lakefeed.blob.wasb_conn_id or '' }}",
-        extra_conf="{{ (lakefeed.blob.spark_conf or {}) | tojson }}",
-        timeout_minutes="{{ lakefeed.blob.spark_job_timeout_minutes }}",
-    ).expand(application_args=spark_arguments(planned))
-    commit = commit_checkpoint()
-    wait_for_ready_window >> planned
-    ingest_windows >> commit
-    [wait_for_ready_window, planned, ingest_windows, commit] >> fail_run_if_a_task_failed()
+    wire_pipeline(sensor=wait_for_ready_window, plan=blob_tasks.plan_task, job_arguments=blob_tasks.arguments_task,
+                  commit=blob_tasks.commit_task, plan_task_id="plan_windows", apply_task_id="ingest_windows",
+                  commit_task_id="commit_checkpoint", job_script=blob_tasks.JOB_SCRIPT,
+                  job_name="blob_changefeed_to_delta", config="lakefeed.blob")
 
 
 blob_changefeed_to_delta()

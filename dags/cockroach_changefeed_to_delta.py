@@ -21,26 +21,14 @@ defaulting to the demo sink under `data/demo`.
 
 from __future__ import annotations
 
-from airflow.sdk import dag, get_current_context, task
+from airflow.sdk import dag
 
-from lakefeed.spark import delta_package
-from lakefeed_airflow.crdb_tasks import JOB_SCRIPT
-from lakefeed_airflow.dag_defaults import (
-    DAGRUN_TIMEOUT,
-    DEFAULT_ARGS,
-    HOURLY,
-    SPARK_CONN_ID,
-    SPARK_POOL,
-    START_DATE,
-    planned_or_skip,
-    refusals_fail_the_task,
-    summary_kept_on_failure,
-)
+from lakefeed_airflow import crdb_tasks
+from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, START_DATE
 from lakefeed_airflow.forms import crdb_params
-from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
+from lakefeed_airflow.pipeline_dag import wire_pipeline
 from lakefeed_airflow.sensors import ResolvedTimestampSensor
 from lakefeed_airflow.settings import TEMPLATE_MACROS
-from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 
 
 @dag(
@@ -71,51 +59,10 @@ def cockroach_changefeed_to_delta():
         retries=0,
     )
 
-    @task(retries=1, multiple_outputs=False)
-    def plan_ranges(params=None) -> dict:
-        from lakefeed_airflow import crdb_tasks
-        from lakefeed_airflow.runs import RunContext
-        from lakefeed_airflow.settings import crdb_checkpoint_store, crdb_config
-
-        with refusals_fail_the_task():
-            config = crdb_config()
-            store = crdb_checkpoint_store(config)
-            return crdb_tasks.plan(config, store.load(), params or {}, RunContext.from_airflow(get_current_context()),
-                                   store.where)
-
-    @task
-    def spark_arguments(planned: dict) -> list[list[str]]:
-        from lakefeed_airflow import crdb_tasks
-        from lakefeed_airflow.settings import crdb_config
-
-        return crdb_tasks.job_arguments(crdb_config(), planned)
-
-    @task(trigger_rule="all_done", retries=0, multiple_outputs=False)
-    def commit_checkpoint(ti=None, run_id=None) -> dict:
-        from lakefeed_airflow import crdb_tasks
-        from lakefeed_airflow.settings import crdb_checkpoint_store, crdb_config
-
-        planned = planned_or_skip(ti, "plan_ranges")
-        with refusals_fail_the_task(), summary_kept_on_failure(ti):
-            config = crdb_config()
-            return crdb_tasks.commit(config, crdb_checkpoint_store(config), planned, run_id)
-
-    planned = plan_ranges()
-    apply_ranges = LakefeedSparkSubmitOperator.partial(
-        task_id="apply_ranges",
-        application=JOB_SCRIPT,
-        conn_id=SPARK_CONN_ID,
-        pool=SPARK_POOL,
-        packages=delta_package(),
-        name="cockroach_changefeed_to_delta",
-        wasb_conn_id="{{ lakefeed.crdb.wasb_conn_id or '' }}",
-        extra_conf="{{ (lakefeed.crdb.spark_conf or {}) | tojson }}",
-        timeout_minutes="{{ lakefeed.crdb.spark_job_timeout_minutes }}",
-    ).expand(application_args=spark_arguments(planned))
-    commit = commit_checkpoint()
-    wait_for_resolved >> planned
-    apply_ranges >> commit
-    [wait_for_resolved, planned, apply_ranges, commit] >> fail_run_if_a_task_failed()
+    wire_pipeline(sensor=wait_for_resolved, plan=crdb_tasks.plan_task, job_arguments=crdb_tasks.arguments_task,
+                  commit=crdb_tasks.commit_task, plan_task_id="plan_ranges", apply_task_id="apply_ranges",
+                  commit_task_id="commit_checkpoint", job_script=crdb_tasks.JOB_SCRIPT,
+                  job_name="cockroach_changefeed_to_delta", config="lakefeed.crdb")
 
 
 cockroach_changefeed_to_delta()

@@ -31,26 +31,14 @@ a run refused a source or target that was recreated behind the checkpoint.
 
 from __future__ import annotations
 
-from airflow.sdk import dag, get_current_context, task
+from airflow.sdk import dag
 
-from lakefeed.spark import delta_package
-from lakefeed_airflow.cdf_tasks import JOB_SCRIPT
-from lakefeed_airflow.dag_defaults import (
-    DAGRUN_TIMEOUT,
-    DEFAULT_ARGS,
-    HOURLY,
-    SPARK_CONN_ID,
-    SPARK_POOL,
-    START_DATE,
-    planned_or_skip,
-    refusals_fail_the_task,
-    summary_kept_on_failure,
-)
+from lakefeed_airflow import cdf_tasks
+from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, START_DATE
 from lakefeed_airflow.forms import cdf_params, cdf_pipeline_names
-from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
+from lakefeed_airflow.pipeline_dag import wire_pipeline
 from lakefeed_airflow.sensors import DeltaVersionSensor
 from lakefeed_airflow.settings import TEMPLATE_MACROS
-from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 
 
 @dag(
@@ -79,50 +67,10 @@ def delta_cdf_to_delta():
         retries=0,
     )
 
-    @task(retries=1, multiple_outputs=False)
-    def plan_ranges(params=None) -> dict:
-        from lakefeed_airflow import cdf_tasks
-        from lakefeed_airflow.runs import RunContext
-        from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
-
-        with refusals_fail_the_task():
-            config = cdf_config()
-            checkpoints = {p.name: cdf_checkpoint_store(p, config).load() for p in config.pipelines}
-            return cdf_tasks.plan(config, checkpoints, params or {}, RunContext.from_airflow(get_current_context()))
-
-    @task
-    def spark_arguments(planned: dict) -> list[list[str]]:
-        from lakefeed_airflow import cdf_tasks
-        from lakefeed_airflow.settings import cdf_config
-
-        return cdf_tasks.job_arguments(cdf_config(), planned)
-
-    @task(trigger_rule="all_done", retries=0, multiple_outputs=False)
-    def commit_checkpoints(ti=None, run_id=None) -> dict:
-        from lakefeed_airflow import cdf_tasks
-        from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
-
-        planned = planned_or_skip(ti, "plan_ranges")
-        with refusals_fail_the_task(), summary_kept_on_failure(ti):
-            config = cdf_config()
-            stores = {p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}
-            return cdf_tasks.commit(config, stores, planned, run_id)
-
-    planned = plan_ranges()
-    apply_ranges = LakefeedSparkSubmitOperator.partial(
-        task_id="apply_ranges",
-        application=JOB_SCRIPT,
-        conn_id=SPARK_CONN_ID,
-        pool=SPARK_POOL,
-        packages=delta_package(),
-        name="delta_cdf_to_delta",
-        extra_conf="{{ (lakefeed.cdf.spark_conf or {}) | tojson }}",
-        timeout_minutes="{{ lakefeed.cdf.spark_job_timeout_minutes }}",
-    ).expand(application_args=spark_arguments(planned))
-    commit = commit_checkpoints()
-    wait_for_new_versions >> planned
-    apply_ranges >> commit
-    [wait_for_new_versions, planned, apply_ranges, commit] >> fail_run_if_a_task_failed()
+    wire_pipeline(sensor=wait_for_new_versions, plan=cdf_tasks.plan_task, job_arguments=cdf_tasks.arguments_task,
+                  commit=cdf_tasks.commit_task, plan_task_id="plan_ranges", apply_task_id="apply_ranges",
+                  commit_task_id="commit_checkpoints", job_script=cdf_tasks.JOB_SCRIPT, job_name="delta_cdf_to_delta",
+                  config="lakefeed.cdf", reads_azure=False)
 
 
 delta_cdf_to_delta()

@@ -182,3 +182,25 @@ def commit(store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict
     log.info("run summary: %s", json.dumps(report, indent=2))
     fail_if_any_failed(failed, len(batches), report["watermark"], report)
     return report
+
+
+# -- what the DAG's tasks call: configuration and checkpoint from their Variables, when the task runs --
+
+def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
+    from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
+
+    config = blob_config()
+    store = blob_checkpoint_store(config)
+    return plan(config, store.load(), params, run, store.where)
+
+
+def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
+    from lakefeed_airflow.settings import blob_config
+
+    return job_arguments(blob_config(), planned)
+
+
+def commit_task(planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+    from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
+
+    return commit(blob_checkpoint_store(blob_config()), planned, run_id)

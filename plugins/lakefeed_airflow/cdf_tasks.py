@@ -268,3 +268,25 @@ def _moved(checkpoint: CdfCheckpoint, plan_of: dict[str, Any], mine: list[tuple[
     marks = current_marks([pipeline.target_table]) if done else checkpoint.targets
     return checkpoint.moved(applied_version=applied, source=pipeline.source_table, source_id=source_id,
                             targets=marks, updated_by=run_id)
+
+
+# -- what the DAG's tasks call: configuration and checkpoints from their Variables, when the task runs --
+
+def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
+    from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
+
+    config = cdf_config()
+    return plan(config, {p.name: cdf_checkpoint_store(p, config).load() for p in config.pipelines}, params, run)
+
+
+def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
+    from lakefeed_airflow.settings import cdf_config
+
+    return job_arguments(cdf_config(), planned)
+
+
+def commit_task(planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+    from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
+
+    config = cdf_config()
+    return commit(config, {p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}, planned, run_id)

@@ -171,3 +171,26 @@ def commit(config: CrdbConfig, store: CheckpointStore, planned: dict[str, Any], 
     log.info("run summary: %s", json.dumps(report, indent=2))
     fail_if_any_failed(failed, len(batches), report["resolved"], report)
     return report
+
+
+# -- what the DAG's tasks call: configuration and checkpoint from their Variables, when the task runs --
+
+def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
+    from lakefeed_airflow.settings import crdb_checkpoint_store, crdb_config
+
+    config = crdb_config()
+    store = crdb_checkpoint_store(config)
+    return plan(config, store.load(), params, run, store.where)
+
+
+def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
+    from lakefeed_airflow.settings import crdb_config
+
+    return job_arguments(crdb_config(), planned)
+
+
+def commit_task(planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+    from lakefeed_airflow.settings import crdb_checkpoint_store, crdb_config
+
+    config = crdb_config()
+    return commit(config, crdb_checkpoint_store(config), planned, run_id)

@@ -84,6 +84,7 @@ class _Sink:
         self.rng = random.Random(spec.seed)
         self.truth = SinkTruth(spec=spec, rows={"customers": {}, "orders": {}})
         self.tables: dict[str, dict[str, dict]] = {"customers": {}, "orders": {}}
+        self.deleted: dict[str, dict[str, None]] = {"customers": {}, "orders": {}}  # keys whose row is gone
         self.schema_ids = {"customers": 1, "orders": 1}
         self.sessions = {1: self._session(), 2: self._session()}
         self.file_ids = {1: 0, 2: 0}
@@ -92,6 +93,7 @@ class _Sink:
         self.last_resolved = Hlc(int(spec.start.timestamp()) * NANOS + spec.start.microsecond * 1000, 0)
         self.wall = self.last_resolved.wall
         self.late_pending = False
+        self._keys: dict[int, list[str]] = {}
 
     def _session(self) -> str:
         return f"{self.rng.getrandbits(64):016x}"
@@ -122,8 +124,10 @@ class _Sink:
         k = key_json(key)
         if row is None:
             self.tables[topic].pop(k, None)
+            self.deleted[topic][k] = None
         else:
             self.tables[topic][k] = row
+            self.deleted[topic].pop(k, None)
         self.truth.rows[topic][k] = None if row is None else json.loads(_dumps(row))
         self._emit(topic, key, row, stamp, node or (1 + zlib.crc32(k.encode()) % 2))
 
@@ -161,9 +165,9 @@ class _Sink:
                 roll = self.rng.random()
                 rows = self.tables[topic]
                 if roll < 0.25 or not rows:   # insert (a new key, or one deleted before)
-                    deleted = [k for k, v in self.truth.rows[topic].items() if v is None and k not in rows]
+                    deleted = self.deleted[topic]
                     if deleted and self.rng.random() < 0.3:
-                        key = json.loads(self.rng.choice(deleted))
+                        key = json.loads(next(iter(deleted)))
                     elif topic == "customers":
                         key, next_customer = [next_customer], next_customer + 1
                     else:
@@ -171,7 +175,7 @@ class _Sink:
                     row = self._customer(key[0]) if topic == "customers" else self._order(*key)
                     self._change(topic, key, row, stamp)
                 elif roll < 0.85:             # update
-                    key = json.loads(self.rng.choice(list(rows)))
+                    key = json.loads(self._any_key(rows))
                     row = dict(rows[key_json(key)])
                     if topic == "customers":
                         row["balance"] = Decimal(f"{self.rng.randint(0, 99999)}.{self.rng.randint(0, 99):02d}")
@@ -180,7 +184,7 @@ class _Sink:
                         row["status"] = self.rng.choice(["paid", "shipped", "returned"])
                     self._change(topic, key, row, stamp)
                 elif roll < 0.98:             # delete
-                    key = json.loads(self.rng.choice(list(rows)))
+                    key = json.loads(self._any_key(rows))
                     self._change(topic, key, None, stamp)
                 else:                         # a delete of a key never seen
                     self._change(topic, [10_000_000 + step * 100 + n] if topic == "customers"
@@ -205,6 +209,14 @@ class _Sink:
     def _after_resolved(self) -> Hlc:
         """What data files flushed now are named by: the successor of the last RESOLVED timestamp."""
         return Hlc(self.last_resolved.wall, self.last_resolved.logical + 1)
+
+    def _any_key(self, rows: dict[str, dict]) -> str:
+        """A random key of a table (sampling by position without building a list of millions each time)."""
+        keys = self._keys.get(id(rows))
+        if keys is None or len(keys) != len(rows) or self.rng.random() < 0.01:
+            keys = self._keys[id(rows)] = list(rows)
+        key = self.rng.choice(keys)
+        return key if key in rows else next(iter(rows))
 
     def _schema_change(self, stamp: Hlc) -> None:
         """customers gains a column: a new descriptor version, and every row re-emitted (a backfill)."""

@@ -44,7 +44,7 @@ VARIABLES_READ: list[str] = []
 
 def test_no_import_errors(dagbag):
     assert dagbag.import_errors == {}
-    assert "blob_changefeed_to_delta" in dagbag.dags
+    assert {"blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"} <= set(dagbag.dags)
 
 
 def test_only_the_form_hints_read_variables_at_parse_time(dagbag):
@@ -82,7 +82,15 @@ def test_cdf_dag_shape(dagbag):
     assert set(dag.params) == {"pipeline", "starting_version", "ending_version", "full_refresh"}
 
 
-@pytest.mark.parametrize("dag_id", ["blob_changefeed_to_delta", "delta_cdf_to_delta"])
+def test_crdb_dag_shape(dagbag):
+    dag = dagbag.dags["cockroach_changefeed_to_delta"]
+    assert set(dag.task_dict) == {"wait_for_resolved", "plan_ranges", "spark_arguments", "apply_ranges",
+                                  "commit_checkpoint", "fail_run_if_a_task_failed"}
+    assert set(dag.params) == {"after_resolved", "through_resolved", "reset_checkpoint"}
+    assert dag.task_dict["wait_for_resolved"].deferrable is True
+
+
+@pytest.mark.parametrize("dag_id", ["blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"])
 def test_any_failed_task_fails_the_run(dagbag, dag_id):
     dag = dagbag.dags[dag_id]
     watcher = dag.task_dict["fail_run_if_a_task_failed"]

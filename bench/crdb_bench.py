@@ -1,0 +1,73 @@
+"""CockroachDB changefeed: ~1M messages of a generated sink folder through our job, against a bare
+single-process json.loads of the same files, measured side by side in one run.
+
+    python bench/crdb_bench.py            # via `make bench`
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import DATA, ROOT, save, timed  # noqa: E402
+
+from lakefeed.crdb.generator import SinkSpec, generate_sink  # noqa: E402
+
+MILLION = SinkSpec(steps=60, changes_per_step=15_000, customers=50_000, orders=150_000, steps_per_flush=3,
+                   flushes_per_resolved=2, seed=5)
+
+
+def sink() -> tuple[Path, list[str]]:
+    """Generate once and reuse: a marker records the spec the folder was made from."""
+    folder, marker = DATA / "crdb_sink_1m", DATA / "crdb_sink_1m.json"
+    wanted = json.dumps({**MILLION.__dict__, "start": MILLION.start.isoformat()}, sort_keys=True)
+    if marker.exists() and json.loads(marker.read_text())["spec"] == wanted:
+        return folder, json.loads(marker.read_text())["resolved"]
+    shutil.rmtree(folder, ignore_errors=True)
+    truth = generate_sink(folder, MILLION)
+    marker.write_text(json.dumps({"spec": wanted, "resolved": truth.resolved}))
+    return folder, truth.resolved
+
+
+def main() -> None:
+    folder, resolved = sink()
+    files = sorted(p for p in folder.rglob("*.ndjson"))
+    seconds: dict = {}
+    with timed(seconds, "json_loads_single_process"):
+        messages = 0
+        for path in files:
+            with path.open("rb") as handle:
+                for line in handle:
+                    json.loads(line)
+                    messages += 1
+    lake = DATA / "crdb_lake"
+    shutil.rmtree(lake, ignore_errors=True)
+    summary_file = DATA / "crdb_summary.json"
+    with timed(seconds, "job_cold_spark_submit"):
+        result = subprocess.run(["spark-submit", str(ROOT / "spark_jobs" / "cockroach_changefeed_job.py"),
+                                 "--sink-root", str(folder), "--target-root", str(lake), "--through-resolved",
+                                 resolved[-1], "--summary-json", str(summary_file)],
+                                env=os.environ.copy(), capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(result.stdout[-4000:])
+    summary = json.loads(summary_file.read_text())
+    figures = {
+        "files": summary["files"], "bytes": summary["bytesRead"], "messages": summary["messagesRead"],
+        "keys": sum(t["keysChanged"] for t in summary["topics"].values()),
+        "json_loads_messages_per_s": round(messages / seconds["json_loads_single_process"]),
+        "job_messages_per_s": round(summary["messagesRead"] / seconds["job_cold_spark_submit"]),
+        "stages": summary["seconds"], "seconds": seconds,
+    }
+    figures["ratio_job_vs_json_loads"] = round(figures["job_messages_per_s"] / figures["json_loads_messages_per_s"], 2)
+    save("crdb", figures)
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""The shape every lakefeed DAG shares, wired once:
+
+    <sensor> → <plan> → spark_arguments → <apply>[one spark-submit per job, mapped] → <commit>
+                                                   (every task) → fail_run_if_a_task_failed
+
+Each pipeline brings its sensor and three plain functions (``plan(params, run)``,
+``job_arguments(planned)``, ``commit(planned, run_id)``) that read their configuration and
+checkpoint when the task runs; this module turns them into tasks with the retry, trigger-rule and
+failure behaviour the pipelines promise: a refusal fails a task without retry, the commit step runs
+even when jobs failed and keeps its run summary in XCom, and any failed task fails the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from airflow.sdk import get_current_context, task
+
+from lakefeed.spark import delta_package
+from lakefeed_airflow.dag_defaults import (
+    SPARK_CONN_ID,
+    SPARK_POOL,
+    planned_or_skip,
+    refusals_fail_the_task,
+    summary_kept_on_failure,
+)
+from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
+from lakefeed_airflow.watcher import fail_run_if_a_task_failed
+
+
+def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: Callable[[dict], list],
+                  commit: Callable[[dict, str], dict], plan_task_id: str, apply_task_id: str, commit_task_id: str,
+                  job_script: str, job_name: str, config: str, reads_azure: bool = True) -> None:
+    """Create the tasks after ``sensor`` inside a ``@dag`` function. ``config`` names the pipeline's
+    configuration in templates (``lakefeed.blob``): the Spark settings, timeout and, when
+    ``reads_azure``, the ``wasb`` connection come from it when the tasks run."""
+
+    @task(task_id=plan_task_id, retries=1, multiple_outputs=False)
+    def plan_task(params=None) -> dict:
+        from lakefeed_airflow.runs import RunContext
+
+        with refusals_fail_the_task():
+            return plan(params or {}, RunContext.from_airflow(get_current_context()))
+
+    @task(task_id="spark_arguments")
+    def spark_arguments(planned: dict) -> list[list[str]]:
+        return job_arguments(planned)
+
+    @task(task_id=commit_task_id, trigger_rule="all_done", retries=0, multiple_outputs=False)
+    def commit_task(ti=None, run_id=None) -> dict:
+        planned = planned_or_skip(ti, plan_task_id)
+        with refusals_fail_the_task(), summary_kept_on_failure(ti):
+            return commit(planned, run_id)
+
+    planned = plan_task()
+    apply = LakefeedSparkSubmitOperator.partial(
+        task_id=apply_task_id,
+        application=job_script,
+        conn_id=SPARK_CONN_ID,
+        pool=SPARK_POOL,
+        packages=delta_package(),
+        name=job_name,
+        wasb_conn_id=f"{{{{ {config}.wasb_conn_id or '' }}}}" if reads_azure else None,
+        extra_conf=f"{{{{ ({config}.spark_conf or {{}}) | tojson }}}}",
+        timeout_minutes=f"{{{{ {config}.spark_job_timeout_minutes }}}}",
+    ).expand(application_args=spark_arguments(planned))
+    committed = commit_task()
+    sensor >> planned
+    apply >> committed
+    [sensor, planned, apply, committed] >> fail_run_if_a_task_failed()
