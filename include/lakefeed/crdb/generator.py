@@ -93,7 +93,8 @@ class _Sink:
         self.last_resolved = Hlc(int(spec.start.timestamp()) * NANOS + spec.start.microsecond * 1000, 0)
         self.wall = self.last_resolved.wall
         self.late_pending = False
-        self._keys: dict[int, list[str]] = {}
+        self._keys: dict[str, list[str]] = {"customers": [], "orders": []}   # live keys, for sampling
+        self._index: dict[str, dict[str, int]] = {"customers": {}, "orders": {}}
 
     def _session(self) -> str:
         return f"{self.rng.getrandbits(64):016x}"
@@ -123,9 +124,13 @@ class _Sink:
         """Commit a change: the truth follows it, and the change is emitted by the node owning the key."""
         k = key_json(key)
         if row is None:
-            self.tables[topic].pop(k, None)
+            if self.tables[topic].pop(k, None) is not None:
+                self._forget(topic, k)
             self.deleted[topic][k] = None
         else:
+            if k not in self.tables[topic]:
+                self._index[topic][k] = len(self._keys[topic])
+                self._keys[topic].append(k)
             self.tables[topic][k] = row
             self.deleted[topic].pop(k, None)
         self.truth.rows[topic][k] = None if row is None else json.loads(_dumps(row))
@@ -149,6 +154,9 @@ class _Sink:
         for oid in range(1, spec.orders + 1):
             row = self._order(self.rng.choice(["eu", "us"]), oid)
             self.tables["orders"][key_json([row["region"], oid])] = row
+        for topic, rows in self.tables.items():
+            self._keys[topic] = list(rows)
+            self._index[topic] = {k: i for i, k in enumerate(self._keys[topic])}
         scan = self.last_resolved  # the initial scan: every row at the statement time, files named by it
         for topic, rows in self.tables.items():
             for k, row in list(rows.items()):
@@ -175,7 +183,7 @@ class _Sink:
                     row = self._customer(key[0]) if topic == "customers" else self._order(*key)
                     self._change(topic, key, row, stamp)
                 elif roll < 0.85:             # update
-                    key = json.loads(self._any_key(rows))
+                    key = json.loads(self._any_key(topic))
                     row = dict(rows[key_json(key)])
                     if topic == "customers":
                         row["balance"] = Decimal(f"{self.rng.randint(0, 99999)}.{self.rng.randint(0, 99):02d}")
@@ -184,7 +192,7 @@ class _Sink:
                         row["status"] = self.rng.choice(["paid", "shipped", "returned"])
                     self._change(topic, key, row, stamp)
                 elif roll < 0.98:             # delete
-                    key = json.loads(self._any_key(rows))
+                    key = json.loads(self._any_key(topic))
                     self._change(topic, key, None, stamp)
                 else:                         # a delete of a key never seen
                     self._change(topic, [10_000_000 + step * 100 + n] if topic == "customers"
@@ -210,13 +218,17 @@ class _Sink:
         """What data files flushed now are named by: the successor of the last RESOLVED timestamp."""
         return Hlc(self.last_resolved.wall, self.last_resolved.logical + 1)
 
-    def _any_key(self, rows: dict[str, dict]) -> str:
-        """A random key of a table (sampling by position without building a list of millions each time)."""
-        keys = self._keys.get(id(rows))
-        if keys is None or len(keys) != len(rows) or self.rng.random() < 0.01:
-            keys = self._keys[id(rows)] = list(rows)
-        key = self.rng.choice(keys)
-        return key if key in rows else next(iter(rows))
+    def _any_key(self, topic: str) -> str:
+        """A random live key of a table, in constant time (a list of keys with an index for removal)."""
+        return self._keys[topic][self.rng.randrange(len(self._keys[topic]))]
+
+    def _forget(self, topic: str, key: str) -> None:
+        keys, index = self._keys[topic], self._index[topic]
+        position = index.pop(key)
+        last = keys.pop()
+        if last != key:
+            keys[position] = last
+            index[last] = position
 
     def _schema_change(self, stamp: Hlc) -> None:
         """customers gains a column: a new descriptor version, and every row re-emitted (a backfill)."""
