@@ -129,3 +129,46 @@ def test_the_generator_is_deterministic_and_shaped_like_the_sink(tmp_path):
     line = json.loads(gzip.decompress(data.read_bytes()).splitlines()[0])
     assert set(line) == {"after", "key", "updated"} and isinstance(line["key"], list)
     assert first.duplicates > 0 and any(v is None for v in first.rows["orders"].values())
+
+
+def test_the_sinks_own_layout_from_the_format_notes(tmp_path):
+    """File names and contents as the format notes give them (CockroachDB's source and the replicator's test
+    data), not as our generator writes them: listing order, the range a RESOLVED file closes, messages."""
+    from lakefeed.crdb.messages import ndjson_messages
+
+    names = [
+        "2025-03-14/202503140959581234567890000000000-3f2a9c0d8e7b6a51-1-3-00000000-orders-1.ndjson",
+        "2025-03-14/202503140959581234567890000000000-3f2a9c0d8e7b6a51-1-3-00000001-orders-1.ndjson",
+        "2025-03-14/202503140959581234567890000000000-b70e19c4d2a85f36-2-3-00000000-orders-1.ndjson",
+        "2025-03-14/202503141000285000000000000000000.RESOLVED",
+        "2025-03-14/202503141000285000000000000000001-3f2a9c0d8e7b6a51-1-3-00000002-orders-1.ndjson",
+        "2025-03-14/202503141000285000000000000000001-3f2a9c0d8e7b6a51-1-3-00000003-orders-2.ndjson",
+        "2025-03-14/202503141000285000000000000000001-b70e19c4d2a85f36-2-3-00000001-orders-1.ndjson",
+        "2025-03-14/202503141000592500000000000000000.RESOLVED",
+    ]
+    lines = ('{"after": {"id": 1, "status": "paid", "total": 10.50}, "before": {"id": 1, "status": "new", "total": '
+             '10.50}, "key": [1], "updated": "1741946431734000000.0000000000"}\n'
+             '{"after": null, "before": {"id": 2, "status": "new", "total": 3.00}, "key": [2], "updated": '
+             '"1741946433001000000.0000000000"}\n')
+    for name in reversed(names):  # written in any order; the listing orders them
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stamp = name.split("/")[-1][:33]
+        path.write_text(f'{{"resolved":"{Hlc.from_file_timestamp(stamp)}"}}' if name.endswith("RESOLVED") else lines)
+    store = Store(str(tmp_path))
+    files = list_sink(store)
+    assert [f.key for f in files] == names
+    assert [str(f.timestamp) for f in files if f.kind == RESOLVED] == ["1741946428500000000.0000000000",
+                                                                       "1741946459250000000.0000000000"]
+    second = plan_range(files, Hlc.parse("1741946428500000000.0000000000"), Hlc.parse("1741946459250000000.0000000000"),
+                        "sink", applied=set(names[:3]))
+    assert [f.key for f in second.files] == names[4:7] and [f.schema_id for f in second.files] == [1, 2, 1]
+    assert resolved_value(store, second.through) == Hlc.parse("1741946459250000000.0000000000")
+    rows = [r for batch in ndjson_messages(store, names[4], "orders", 1, None) for r in batch.to_pylist()]
+    assert [(r["key"], r["deleted"], dict(r["values"] or {}).get("total")) for r in rows] == [
+        ("[1]", False, "10.50"), ("[2]", True, None)]
+    # The replicator's real test data: a file and RESOLVED file of CockroachDB itself.
+    real = parse_file("202405031553360274740000000000000-08779498965a12e2-1-2-00000000-mytable-2.ndjson", 1, "x")
+    assert (real.topic, real.schema_id, str(real.timestamp)) == ("mytable", 2, "1714751616027474000.0000000000")
+    assert parse_file("202405031553371089960000000000000.RESOLVED", 1, "x").timestamp == Hlc.parse(
+        "1714751617108996000.0000000000")
