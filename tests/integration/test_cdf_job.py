@@ -136,6 +136,16 @@ def test_additive_schema_change_flows_and_non_additive_is_refused(spark, tmp_pat
     narrower.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(source)  # v4
     with pytest.raises(ChangeDataError, match=r"version 4 .* non-additively \(removed: score, touched"):
         run(spark, source, target, ["id"], 3, 4)
+    # One version per job: the change is the range's first commit (before: accepted, then MERGE failed).
+    with pytest.raises(ChangeDataError, match=r"version 4 .* non-additively \(removed: score, touched"):
+        run(spark, source, target, ["id"], 4, 4)
+    spark.sql(f"UPDATE delta.`{source}` SET amount = 1 WHERE id = 3")                # v5
+    # A range after the change passes the log check; the target still has the dropped columns.
+    with pytest.raises(ChangeDataError, match=r"target .* does not match source .* missing from the source: "
+                                              r"score, touched.*full refresh"):
+        run(spark, source, target, ["id"], 5, 5)
+    full_refresh(spark, source, target, ["id"])
+    assert sorted(r["amount"] for r in live_rows(spark, target).where("id = 3").collect()) == [1]
 
 
 def _cdf_submit(*args: str) -> subprocess.CompletedProcess:
@@ -177,3 +187,25 @@ def test_two_jobs_applying_overlapping_ranges_at_once_both_commit(spark, tmp_pat
     assert [job.returncode for job in jobs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
     assert_target_equals_source(spark, source, target)
     print(f"conflicting commits retried: {sum(o.count('a concurrent writer committed first') for o in outputs)}")
+
+
+def test_full_refresh_is_one_commit_holding_rows_and_base_version(spark, tmp_path):
+    """Before: an overwrite, then ALTER TABLE … SET TBLPROPERTIES; a kill between them left the base
+    version stale."""
+    from delta.tables import DeltaTable
+
+    source, target = str(tmp_path / "source"), str(tmp_path / "target")
+    create_source(spark, source, rows=5)                                                    # v0, v1
+    run(spark, source, target, ["id"], 0, 1)
+    spark.sql(f"ALTER TABLE delta.`{target}` SET TBLPROPERTIES ('owner.team' = 'it''s ours')")
+    before = DeltaTable.forPath(spark, target).history(1).collect()[0]["version"]
+    spark.sql(f"UPDATE delta.`{source}` SET amount = 7 WHERE id = 2")                       # v2
+    summary = full_refresh(spark, source, target, ["id"], version=2)
+    history = DeltaTable.forPath(spark, target).history().where(f"version > {before}").collect()
+    assert len(history) == 1 and summary.targetVersion == before + 1
+    assert json.loads(history[0]["userMetadata"])["fullRefreshVersion"] == 2
+    properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{target}`").collect()}
+    assert properties["lakefeed.cdf.baseVersion"] == "2" and properties["owner.team"] == "it's ours"
+    assert properties["delta.enableDeletionVectors"] == "true"
+    assert_target_equals_source(spark, source, target)
+    assert run(spark, source, target, ["id"], 1, 2).keysChanged == 0

@@ -14,14 +14,16 @@ whole, including keys it alone changed. Readers of the target filter
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.cdf.log import check_range
+from lakefeed.cdf.log import check_range, check_target
 from lakefeed.deltalog import DeltaLog
 from lakefeed.cdf.transforms import (
     CDF_COLUMNS,
@@ -106,6 +108,15 @@ def read_changes(spark: SparkSession, source: str, start: int, end: int) -> Data
     )
 
 
+def _check_target(source_log: DeltaLog, target: str, end: int) -> None:
+    """The target's data columns against the source's as of ``end`` (JVM-free: both logs)."""
+    metadata = DeltaLog(Store(target)).latest_metadata()
+    if metadata is None or not metadata.get("schemaString"):
+        return
+    target_fields = json.loads(metadata["schemaString"])["fields"]
+    check_target(source_log.root, target, source_log.table_state(end)[1], target_fields, tuple(TARGET_COLUMNS))
+
+
 def _target_base_version(target: str) -> int | None:
     """The source version a full refresh rebuilt the target at, read from the target's log (no Spark job)."""
     target_log = DeltaLog(Store(target))
@@ -122,6 +133,7 @@ def run(spark: SparkSession, source: str, target: str, keys: list[str], start: i
     source, target = table_location(source), table_location(target)
     delta_log = DeltaLog(Store(source))
     check_range(delta_log, start, end)
+    _check_target(delta_log, target, end)
     latest = delta_log.latest_version()
     summary = CdfSummary(source=source, target=target, startingVersion=start, endingVersion=end,
                          latestVersion=latest, lagVersions=latest - end, sourceTableId=delta_log.table_id())
@@ -218,6 +230,10 @@ def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], s
     return added
 
 
+def _sql_text(value: str) -> str:
+    return str(value).replace("\\", "\\\\").replace("'", "\\'")
+
+
 def _add_new_columns(spark: SparkSession, target: str, existing: list[str], rows: DataFrame) -> list[str]:
     """Additive schema changes of the source flow into the target."""
     new = [f for f in rows.schema.fields if f.name not in existing]
@@ -246,13 +262,19 @@ def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str],
     snapshot = spark.read.format("delta").option("versionAsOf", version).load(source)
     selected = _columns(snapshot.columns, keys, columns)
     rows = snapshot_rows(snapshot, selected, version, timestamp)
-    writer = rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-    for key, value in TARGET_PROPERTIES.items():  # a new target gets them; an existing one keeps its own
-        writer = writer.option(key, value)
-    tagged_write(spark, target, {"pipeline": PIPELINE, "source": source, "fullRefreshVersion": version},
-                 lambda: writer.save(target))
-    spark.sql(f"ALTER TABLE delta.`{target}` SET TBLPROPERTIES ('{BASE_VERSION_PROPERTY}' = '{version}', "
-              + ", ".join(f"'{k}' = '{v}'" for k, v in TARGET_PROPERTIES.items()) + ")")
+    # One commit (a CREATE OR REPLACE … AS SELECT) holds the rows and the base version: a kill can never
+    # leave new rows with a stale base version. The target's own table properties are carried over.
+    current = DeltaLog(Store(target)).latest_metadata() or {}
+    properties = {**(current.get("configuration") or {}), **TARGET_PROPERTIES, BASE_VERSION_PROPERTY: str(version)}
+    settings = ", ".join(f"'{_sql_text(k)}' = '{_sql_text(v)}'" for k, v in sorted(properties.items()))
+    view = f"lakefeed_full_refresh_{uuid.uuid4().hex}"
+    rows.createOrReplaceTempView(view)
+    try:
+        tagged_write(spark, target, {"pipeline": PIPELINE, "source": source, "fullRefreshVersion": version},
+                     lambda: spark.sql(f"CREATE OR REPLACE TABLE delta.`{target.replace('`', '``')}` USING DELTA "
+                                       f"TBLPROPERTIES ({settings}) AS SELECT * FROM {view}"))
+    finally:
+        spark.catalog.dropTempView(view)
     summary = CdfSummary(source=source, target=target, startingVersion=version, endingVersion=version,
                          latestVersion=latest, mode="full-refresh", lagVersions=latest - version,
                          sourceTableId=source_log.table_id())

@@ -7,12 +7,16 @@ it to refuse, with an actionable message, ranges that cannot be read.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 
 from lakefeed.deltalog import LOG_DIR, DeltaLog
 from lakefeed.errors import ChangeDataError
 
+log_module = logging.getLogger(__name__)
+
 CDF_PROPERTY = "delta.enableChangeDataFeed"
+COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
 
 
 @dataclass(frozen=True)
@@ -31,9 +35,26 @@ def cdf_enabled(properties: dict[str, str]) -> bool:
     return str(properties.get(CDF_PROPERTY, "false")).lower() == "true"
 
 
+def type_signature(delta_type) -> str:
+    """A Delta schema type as text, without nullability or field metadata (nested ones included): two
+    columns whose values read the same way have the same signature."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()
+                    if k not in ("nullable", "metadata", "containsNull", "valueContainsNull")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return json.dumps(strip(delta_type), sort_keys=True)
+
+
+def _signatures(fields: list[dict], skip: tuple[str, ...] = ()) -> dict[str, str]:
+    return {f["name"]: type_signature(f["type"]) for f in fields if f["name"] not in skip}
+
+
 def schema_change(version: int, before: list[dict], after: list[dict]) -> SchemaChange:
-    old = {f["name"]: json.dumps(f["type"], sort_keys=True) for f in before}
-    new = {f["name"]: json.dumps(f["type"], sort_keys=True) for f in after}
+    old, new = _signatures(before), _signatures(after)
     return SchemaChange(
         version=version,
         removed=tuple(sorted(set(old) - set(new))),
@@ -62,34 +83,86 @@ def check_range(log: DeltaLog, start: int, end: int) -> list[SchemaChange]:
             f"cleanup after delta.logRetentionDuration); their change data cannot be read. Rebuild the target "
             f"with a full refresh (delta_cdf_job.py --full-refresh) and resume from its version."
         )
-    properties, fields = log.table_state(start)
+    # Change data exists at ``start`` when CDF is enabled as of ``start`` (its own commit may enable it);
+    # the schema is compared from the commit before ``start``, so a change made by ``start`` itself counts.
+    properties, _ = log.table_state(start)
     enabled = cdf_enabled(properties)
+    _refuse_column_mapping(where, properties, start)
+    fields = _fields_before(log, start)
     changes = []
     for version, metadata in log.metadata_changes(start, end):
-        now_enabled = cdf_enabled(metadata.get("configuration") or {})
-        if not enabled and now_enabled:
+        configuration = metadata.get("configuration") or {}
+        _refuse_column_mapping(where, configuration, version)
+        now_enabled = cdf_enabled(configuration)
+        if version > start and not enabled and now_enabled:
             raise _not_enabled(where, start, version)
-        if enabled and not now_enabled:
+        if version > start and enabled and not now_enabled:
             raise ChangeDataError(
                 f"change data feed was disabled at version {version} of {where}; versions after it have no "
                 f"change data. Re-enable it and rebuild the target with a full refresh."
             )
         new_fields = json.loads(metadata["schemaString"])["fields"] if metadata.get("schemaString") else fields
-        change = schema_change(version, fields, new_fields)
-        if not change.additive:
-            raise ChangeDataError(
-                f"version {version} of {where} changes the schema non-additively (removed: "
-                f"{', '.join(change.removed) or '-'}; type changed: {', '.join(change.retyped) or '-'}); "
-                f"a change feed range cannot span it. Apply up to version {version - 1}, then rebuild the "
-                f"target with a full refresh at version {version} or later."
-            )
-        if change.added:
-            changes.append(change)
+        if fields is not None:  # version 0 creates the table: nothing to compare with
+            change = schema_change(version, fields, new_fields)
+            if not change.additive:
+                raise ChangeDataError(
+                    f"version {version} of {where} changes the schema non-additively (removed: "
+                    f"{', '.join(change.removed) or '-'}; type changed: {', '.join(change.retyped) or '-'}); "
+                    f"a change feed range cannot span it. Apply up to version {version - 1}, then rebuild the "
+                    f"target with a full refresh at version {version} or later."
+                )
+            if change.added:
+                changes.append(change)
         fields = new_fields
     if not enabled:
         enabled_at = _enabled_at(log, end + 1, latest)
         raise _not_enabled(where, start, enabled_at)
     return changes
+
+
+def _fields_before(log: DeltaLog, start: int) -> list[dict] | None:
+    """Schema fields as of the commit before ``start``; None for version 0 (it creates the table). When log
+    cleanup left no way to rebuild that version, ``start``'s own schema (the job compares it with the
+    target's too, so a change at ``start`` is still caught there)."""
+    if start == 0:
+        return None
+    try:
+        return log.table_state(start - 1)[1]
+    except Exception as exc:  # delta-rs cannot load a version its log no longer reconstructs
+        log_module.warning("%s: version %d cannot be loaded (%s); comparing schemas from version %d",
+                           log.store.root, start - 1, exc, start)
+        return log.table_state(start)[1]
+
+
+def _refuse_column_mapping(where: str, properties: dict[str, str], version: int) -> None:
+    """Column mapping lets a table rename and drop columns in place; the change feed of such a table
+    names columns by their current names only, so a range cannot be applied safely. Refused by name."""
+    mode = str(properties.get(COLUMN_MAPPING_PROPERTY, "none")).lower()
+    if mode != "none":
+        raise ChangeDataError(
+            f"{where} uses column mapping ({COLUMN_MAPPING_PROPERTY} = {mode} as of version {version}): renamed "
+            f"or dropped columns cannot be followed through its change feed, and this pipeline does not support "
+            f"such tables. Ingest a copy without column mapping, or rebuild the target with a full refresh "
+            f"(delta_cdf_job.py --full-refresh) each time."
+        )
+
+
+def check_target(where: str, target: str, source_fields: list[dict], target_fields: list[dict],
+                 own_columns: tuple[str, ...]) -> None:
+    """Refuse a target whose data columns the source no longer has, or has with another type (the source
+    changed them before the range, or the target was made from another table): a MERGE would fail or
+    cast values silently."""
+    source, target_types = _signatures(source_fields), _signatures(target_fields, own_columns)
+    missing = sorted(set(target_types) - set(source))
+    retyped = sorted(n for n in set(target_types) & set(source) if target_types[n] != source[n])
+    if missing or retyped:
+        raise ChangeDataError(
+            f"target {target} does not match source {where}: column(s) missing from the source: "
+            f"{', '.join(missing) or '-'}; type differs: "
+            + (", ".join(f"{n} ({json.loads(target_types[n])} in the target, {json.loads(source[n])} in the source)"
+                         for n in retyped) or "-")
+            + ". Rebuild the target with a full refresh (delta_cdf_job.py --full-refresh) and resume from its version."
+        )
 
 
 def _enabled_at(log: DeltaLog, first: int, last: int) -> int | None:

@@ -74,3 +74,50 @@ def test_versions_removed_from_the_log(tmp_path):
     (tmp_path / "_delta_log" / f"{1:020d}.json").unlink()
     with pytest.raises(ChangeDataError, match="versions 1..1 .* no longer in its log.*full refresh"):
         check_range(delta_log(tmp_path), 1, 2)
+
+
+def test_schema_change_at_the_first_version_of_a_range_is_refused(tmp_path):
+    """Before: check_range compared commit ``start``'s schema with itself, so with one version per job a
+    type change or a drop slipped through."""
+    write_deltalake(str(tmp_path), rows(3), configuration=CDF_ON)                              # v0
+    retyped = rows(3).set_column(0, "id", pa.array([1.5, 2.5, 3.5]))
+    write_deltalake(str(tmp_path), retyped, mode="overwrite", schema_mode="overwrite")         # v1: id long → double
+    write_deltalake(str(tmp_path), retyped, mode="append")                                     # v2
+    with pytest.raises(ChangeDataError, match=r"version 1 .* non-additively .*type changed: id"):
+        check_range(delta_log(tmp_path), 1, 1)
+    with pytest.raises(ChangeDataError, match=r"version 1 .* non-additively"):
+        check_range(delta_log(tmp_path), 1, 2)
+    assert check_range(delta_log(tmp_path), 2, 2) == []  # after the change: a new range
+    assert check_range(delta_log(tmp_path), 0, 0) == []
+
+
+def test_additive_change_at_the_first_version_is_reported(tmp_path):
+    write_deltalake(str(tmp_path), rows(3), configuration=CDF_ON)
+    write_deltalake(str(tmp_path), rows(3, extra=True), mode="append", schema_mode="merge")
+    [change] = check_range(delta_log(tmp_path), 1, 1)
+    assert change.added == ("score",)
+
+
+def test_column_mapping_tables_are_refused_by_name(tmp_path):
+    write_deltalake(str(tmp_path), rows(3), configuration={
+        **CDF_ON, "delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"})
+    with pytest.raises(ChangeDataError, match=r"uses column mapping \(delta.columnMapping.mode = name"):
+        check_range(delta_log(tmp_path), 0, 0)
+
+
+def test_target_checked_against_the_source():
+    from lakefeed.cdf.log import check_target
+
+    source = [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
+              {"name": "tags", "type": {"type": "array", "elementType": "string", "containsNull": True},
+               "nullable": True, "metadata": {}}]
+    target = [{"name": "id", "type": "long", "nullable": False, "metadata": {"comment": "x"}},
+              {"name": "tags", "type": {"type": "array", "elementType": "string", "containsNull": False},
+               "nullable": True, "metadata": {}},
+              {"name": "_cdf_version", "type": "long", "nullable": True, "metadata": {}}]
+    check_target("src", "tgt", source, target, ("_cdf_version",))  # nullability and metadata do not count
+    with pytest.raises(ChangeDataError, match=r"target tgt does not match source src: .*missing from the source: "
+                                              r"tags; type differs: -"):
+        check_target("src", "tgt", source[:1], target, ("_cdf_version",))
+    with pytest.raises(ChangeDataError, match=r"type differs: id \(long in the target, double in the source\)"):
+        check_target("src", "tgt", [{**source[0], "type": "double"}, source[1]], target, ("_cdf_version",))
