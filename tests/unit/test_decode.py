@@ -215,3 +215,46 @@ def test_columnar_path_still_names_a_bad_record(tmp_path):
     write_chunk(tmp_path, [record(1), record(1), dict(record(1), eventTime="2026-01-01 00:00")])
     with pytest.raises(FeedCorruptError, match=r"record 2 \(id id-1\): unreadable eventTime"):
         decode(tmp_path)
+
+
+EDGE_TIMES = [
+    "2026-01-01T00:09:75.0000000Z",      # second 75: was read as 00:10:15, across a window boundary
+    "2026-01-01T00:09:60.0000000Z",
+    "2026-01-01T00:61:00.0000000Z",
+    "2026-01-01T24:00:00.0000000Z",
+    "2026-02-30T00:00:00.0000000Z",
+    "2026-01-01T00:30:00+99:99",
+    "2026-01-01T00:30:00+14:01",
+    "2026-01-01T00:30:00.1234567+14:00",
+    "2026-01-01T00:30:00-03:30",
+    "2026-01-01T00:\u0663\u0660:00.0000000Z",  # Arabic-Indic digits
+    "2026-01-01T00:30:00.1234567",
+    "2026-01-01T00:30:00.123456789Z",
+    "2026-01-01T00:30:00.1234567z",
+]
+
+
+@pytest.mark.parametrize("event_time", EDGE_TIMES)
+def test_both_decoders_read_or_refuse_each_event_time_alike(tmp_path, event_time):
+    """One strict rule for eventTime in both decoders: ASCII digits, second < 60, offsets up to ±14:00."""
+    from lakefeed.blob.timegrid import parse_event_time
+
+    write_chunk(tmp_path, [record(6, "service"), dict(record(6, "service"), eventTime=event_time)],
+                version=6, writer="service")
+    outcomes = []
+    for columnar in (True, False):
+        try:
+            outcomes.append([row["eventTimeTicks"] for row in decode(tmp_path, columnar)])
+        except FeedCorruptError as exc:
+            assert "record 1 (id id-6): unreadable eventTime" in str(exc)
+            outcomes.append("refused")
+    assert outcomes[0] == outcomes[1]
+    try:
+        expected = parse_event_time(event_time)
+    except ValueError:
+        assert outcomes[0] == "refused"
+    else:
+        assert outcomes[0][1] == expected
+    valid = {"2026-01-01T00:30:00.1234567+14:00", "2026-01-01T00:30:00-03:30", "2026-01-01T00:30:00.1234567",
+             "2026-01-01T00:30:00.123456789Z"}
+    assert (outcomes[0] != "refused") == (event_time in valid)

@@ -21,8 +21,11 @@ TICKS_PER_MICROSECOND = 10
 HOUR = timedelta(hours=1)
 HOUR_TICKS = 3600 * TICKS_PER_SECOND
 
+# ASCII digits only (``\d`` would take any script's digits). Second 00-59, offsets up to ±14:00 as .NET's
+# DateTimeOffset (the service's own SDK type for eventTime) reads them; no zone means UTC.
 _EVENT_TIME = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})?\Z"
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-5][0-9])(?:\.([0-9]{1,9}))?"
+    r"(Z|[+-](?:(?:0[0-9]|1[0-3]):[0-5][0-9]|14:00))?\Z"
 )
 # Minute-level prefixes repeat across thousands of events; caching their epoch
 # seconds takes calendar arithmetic off the per-record path.
