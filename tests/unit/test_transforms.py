@@ -92,3 +92,34 @@ def test_latest_state_is_highest_sequencer_not_latest_time(spark, tmp_path, last
     assert (state[SUBJECT]["container"], state[SUBJECT]["blobName"]) == ("photos", "2026/cat.jpg")
     other = state["/blobServices/default/containers/c2/blobs/a/b/c.txt"]
     assert (other["container"], other["blobName"], other["isDeleted"]) == ("c2", "a/b/c.txt", False)
+
+
+def test_events_without_sequencer_end_the_same_in_any_run_order(spark, tmp_path):
+    """Before: an event without ``data.sequencer`` compared as "" in the MERGE guard, so the first run to
+    apply one kept its row and the state depended on run order. Now one total order (sequencer, then
+    eventTimestamp, then eventId) serves the batch and the guard."""
+    from lakefeed.blob.job import RunSummary, _merge_state
+
+    def no_sequencer(id, time):
+        e = event(id, time)
+        e["data"]["sequencer"] = ""
+        return e
+
+    def state_rows(folder, records):
+        df = records_df(spark, tmp_path / folder, records)
+        rows = to_event_rows(with_claim(df, 10 * 60 * 10_000_000, [WINDOW_5]), datetime(2026, 2, 1, tzinfo=timezone.utc))
+        return latest_state_per_blob(rows)
+
+    early, late = no_sequencer("a-early", "2026-01-01T05:20:00Z"), no_sequencer("b-late", "2026-01-01T05:40:00Z")
+    tie = no_sequencer("c-tie", "2026-01-01T05:40:00Z")  # same time as late: the greater id wins
+    outcomes = []
+    for order in ([early, late, tie], [tie, late, early], [late, early, tie]):
+        table = str(tmp_path / f"state-{len(outcomes)}")
+        for i, record in enumerate(order):
+            summary = RunSummary(windows=["w"], lastConsumable="x", segments=[], chunkFiles=1, emptyChunkFiles=0,
+                                 bytesRead=0)
+            _merge_state(spark, state_rows(f"run-{len(outcomes)}-{i}", [record]), table, {}, summary)
+        outcomes.append([r["eventId"] for r in spark.read.format("delta").load(table).collect()])
+    assert outcomes == [["c-tie"]] * 3
+    batch = state_rows("one-batch", [early, late, tie]).collect()
+    assert [r["eventId"] for r in batch] == ["c-tie"]

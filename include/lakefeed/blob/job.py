@@ -26,7 +26,7 @@ from lakefeed.blob.transforms import (
     drop_control,
     latest_state_per_blob,
     owned,
-    sequencer_key,
+    state_order,
     to_event_rows,
     with_claim,
 )
@@ -196,8 +196,9 @@ def _merge_events(spark: SparkSession, batch: DataFrame, events_table: str, meta
 
 def _merge_state(spark: SparkSession, state_rows: DataFrame, state_table: str, metadata: dict,
                  summary: RunSummary) -> None:
-    """Per blob, the latest event by sequencer; an update only when the incoming sequencer is newer."""
-    newer = sequencer_key(F.col("s.sequencer")) > sequencer_key(F.col("t.sequencer"))
+    """Per blob, the latest event by :func:`state_order`; an update only when the incoming event is later
+    in that order than the stored one."""
+    newer = state_order("s") > state_order("t")
 
     def write() -> None:
         state = ensure_table(spark, state_table, state_rows.schema, properties=STATE_PROPERTIES)

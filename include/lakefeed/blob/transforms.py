@@ -88,8 +88,20 @@ def sequencer_key(sequencer: Column) -> Column:
     return F.coalesce(F.lpad(sequencer, SEQUENCER_WIDTH, "0"), F.lit(""))
 
 
+def state_order(alias: str | None = None) -> Column:
+    """The order of a blob's events for its state row, one rule for the batch and the MERGE guard:
+    ``data.sequencer`` as a hex number (an event without one before every event with one), then
+    ``eventTimestamp``, then ``eventId``. A total order on distinct events, so which event a blob's row
+    ends with never depends on the order runs apply them."""
+    def column(name: str) -> Column:
+        return F.col(f"{alias}.{name}" if alias else name)
+
+    return F.struct(sequencer_key(column("sequencer")).alias("sequencer"),
+                    column("eventTimestamp").alias("eventTimestamp"), column("eventId").alias("eventId"))
+
+
 def latest_state_per_blob(event_rows: DataFrame) -> DataFrame:
-    """Rows of the state table: per ``subject``, the latest event by ``data.sequencer``."""
+    """Rows of the state table: per ``subject``, the latest event by :func:`state_order`."""
     # Only the state's own columns go through the shuffle, not whole events.
     narrow = event_rows.where(F.col("subject").isNotNull()).select(
         "subject",
@@ -100,9 +112,7 @@ def latest_state_per_blob(event_rows: DataFrame) -> DataFrame:
         "claimWindow",
         F.col("ingestedAt").alias("updatedAt"),
     )
-    latest_first = Window.partitionBy("subject").orderBy(
-        sequencer_key(F.col("sequencer")).desc(), F.col("eventTimeTicks").desc(), F.col("eventId").desc()
-    )
+    latest_first = Window.partitionBy("subject").orderBy(state_order().desc())
     latest = narrow.withColumn("_rank", F.row_number().over(latest_first)).where(F.col("_rank") == 1)
     container = F.regexp_extract("subject", SUBJECT_PATTERN, 1)
     blob_name = F.regexp_extract("subject", SUBJECT_PATTERN, 2)
