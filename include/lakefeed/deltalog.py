@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from lakefeed.errors import ChangeDataError
+from lakefeed.jsonio import parse_json
 from lakefeed.storage import Store
 
 LOG_DIR = "_delta_log"
@@ -60,10 +61,12 @@ class DeltaLog:
             raw = self.store.read_bytes(path)
         except FileNotFoundError:
             raise ChangeDataError(f"{self.store.url(path)} does not exist (removed by log cleanup?)") from None
+        where = self.store.url(path)
         try:
-            return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ChangeDataError(f"{self.store.url(path)}: malformed commit ({exc})") from None
+            text = raw.decode()
+        except UnicodeDecodeError as exc:
+            raise ChangeDataError(f"{where}: malformed commit ({exc})") from None
+        return [parse_json(line, where, ChangeDataError) for line in text.splitlines() if line.strip()]
 
     def commit_info(self, version: int) -> dict:
         """The ``commitInfo`` action of a commit (empty when the writer recorded none)."""
@@ -132,7 +135,8 @@ class DeltaLog:
     def _checkpoint_metadata(self, name: str) -> dict | None:
         raw = self.store.read_bytes(f"{LOG_DIR}/{name}")
         if name.endswith(".json"):
-            rows = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+            rows = [parse_json(line, name, ChangeDataError) for line in raw.decode(errors="replace").splitlines()
+                    if line.strip()]
         else:
             import io
 

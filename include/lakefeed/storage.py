@@ -7,7 +7,6 @@ task can open a chunk file by its relative path on any worker.
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from lakefeed.jsonio import parse_json
 from lakefeed.errors import FeedCorruptError, FeedError
 
 
@@ -51,10 +51,7 @@ class StoreBase:
             raw = self.read_bytes(relative)
         except FileNotFoundError:
             raise FeedError(f"{self.url(relative)} does not exist") from None
-        try:
-            return json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise FeedCorruptError(f"{self.url(relative)}: malformed JSON ({exc})") from None
+        return parse_json(raw, self.url(relative), FeedCorruptError)
 
 
 @dataclass

@@ -33,7 +33,7 @@ def test_version_1_documents_are_still_read_without_identity():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("{oops", "not JSON"),
+    ("{oops", "malformed JSON"),
     ("[1]", "must be a JSON object"),
     ('{"version": 3, "pipeline": "blob_changefeed"}', "version 3"),
     ('{"version": 1, "pipeline": "delta_cdf"}', "belongs to pipeline"),
@@ -100,7 +100,7 @@ def test_config_defaults_point_at_the_demo_and_overrides_are_checked():
         BlobPipelineConfig.from_mapping({"decoder": "jvm"})
     with pytest.raises(ConfigError, match="at least 1"):
         BlobPipelineConfig.from_json('{"max_windows_per_run": 0}', "Variable c")
-    with pytest.raises(ConfigError, match="not JSON"):
+    with pytest.raises(ConfigError, match="malformed JSON"):
         BlobPipelineConfig.from_json("{", "Variable c")
 
 

@@ -67,3 +67,14 @@ def test_multi_part_and_v2_checkpoint_names_are_checkpoints(name):
     from lakefeed.deltalog import _CHECKPOINT
 
     assert _CHECKPOINT.match(name).group(1) == "00000000000000000003"
+
+
+def test_a_deeply_nested_commit_is_named_not_a_crash(tmp_path):
+    from lakefeed.deltalog import DeltaLog
+    from lakefeed.errors import ChangeDataError
+    from lakefeed.storage import Store
+
+    (tmp_path / "_delta_log").mkdir()
+    (tmp_path / "_delta_log" / f"{0:020d}.json").write_text('{"commitInfo": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
+    with pytest.raises(ChangeDataError, match=r"00000000000000000000.json: malformed JSON \(nested too deeply\)"):
+        DeltaLog(Store(str(tmp_path))).actions(0)

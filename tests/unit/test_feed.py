@@ -97,3 +97,18 @@ def test_chunk_files_in_name_order_including_empty_ones(feed, tmp_path):
     chunks = feed.chunk_files(feed.read_segment(utc(2026, 1, 1, 0, 10)))
     assert [(c.name, c.size, c.shard) for c in chunks] == [
         ("00000.avro", 2, "00"), ("00001.avro", 0, "00"), ("00002.avro", 1, "00")]
+
+
+DEEP = "[" * 200_000 + "]" * 200_000
+
+
+def test_deeply_nested_segments_json_and_manifest_are_named_not_a_crash(feed, tmp_path):
+    """Before: Python's parser raised RecursionError (exit 1, no file named; the trigger crashed)."""
+    write_json(tmp_path, segment_manifest_path(utc(2026, 1, 1, 0, 10)), '{"status": ' + DEEP + "}")
+    with pytest.raises(FeedCorruptError, match=r"idx/segments/2026/01/01/0010/meta.json: malformed JSON "
+                                               r"\(nested too deeply\)"):
+        feed.read_segment(utc(2026, 1, 1, 0, 10))
+    write_json(tmp_path, "meta/Segments.json", '{"lastConsumable": ' + DEEP + "}")
+    with pytest.raises(FeedCorruptError, match=r"meta/Segments.json: malformed JSON \(nested too deeply\)"):
+        ChangeFeed(Store(str(tmp_path))).last_consumable()
+

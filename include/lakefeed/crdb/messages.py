@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.errors import FeedCorruptError
+from lakefeed.jsonio import parse_json
 from lakefeed.storage import Store
 
 BATCH_ROWS = 8192
@@ -112,10 +113,7 @@ def _mark(item: Any, default) -> Any:
 
 def parse_line(line: bytes | str, where: str) -> dict[str, Any]:
     """One wrapped-envelope message, checked; ``where`` names its file and line in errors."""
-    try:
-        message = json.loads(line, parse_float=_number, parse_int=_number)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise FeedCorruptError(f"{where}: malformed JSON ({exc})") from None
+    message = parse_json(line, where, FeedCorruptError, parse_float=_number, parse_int=_number)
     if not isinstance(message, dict):
         raise FeedCorruptError(f"{where}: a changefeed message must be a JSON object")
     if "__crdb__" in message:

@@ -114,3 +114,17 @@ def test_delta_version_trigger_fires_when_a_source_is_behind(tmp_path):
     assert event(1, deadline_in=0.1) == {"status": "timeout", "behind": {}}
     replaced = event(5)  # the checkpoint is past the table's latest version: an older copy replaced it
     assert replaced["status"] == "refused" and "up to 5" in replaced["message"] and "full_refresh=true" in replaced["message"]
+
+
+def test_a_deeply_nested_segments_json_is_refused_naming_it_not_a_crash(tmp_path):
+    """Before: RecursionError escaped the parser unnamed."""
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "Segments.json").write_text('{"lastConsumable": ' + "[" * 200_000 + "]" * 200_000 + "}")
+
+    async def first_event():
+        async for event in make(tmp_path).run():
+            return event.payload
+
+    payload = asyncio.run(first_event())
+    assert payload["status"] == "refused"
+    assert "meta/Segments.json: malformed JSON (nested too deeply)" in payload["message"]

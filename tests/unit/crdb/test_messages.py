@@ -95,3 +95,12 @@ def test_parquet_files_give_the_same_rows_with_their_key_columns(tmp_path):
 def test_parse_line_alone():
     message = parse_line(LINES[1], "f: line 1")
     assert message["after"] is None and message["key"] == '[2,"us"]'
+
+
+def test_a_deeply_nested_line_is_named_not_a_crash():
+    from lakefeed.crdb.messages import parse_line
+    from lakefeed.errors import FeedCorruptError
+
+    line = '{"after": {"id": ' + "[" * 200_000 + "]" * 200_000 + '}, "key": [1], "updated": "1.0000000000"}'
+    with pytest.raises(FeedCorruptError, match=r"f.ndjson: line 3: malformed JSON \(nested too deeply\)"):
+        parse_line(line, "f.ndjson: line 3")
