@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -164,14 +165,20 @@ def run(spark: SparkSession, source: str, target: str, keys: list[str], start: i
     return summary
 
 
+_NOT_FOUND = ("CHANGE_DATA_FILE_NOT_FOUND", "FILE_NOT_FOUND", "FileNotFound", "FILE_NOT_EXIST", "does not exist")
+
+
 def _vacuumed(exc: Exception, source: str, start: int, end: int) -> ChangeDataError | None:
+    """The refusal for change data removed by VACUUM: only when the error says a Parquet file of the source
+    (its ``_change_data/`` or a data file) is missing; any other error stays what it is."""
     text = str(exc)
-    if "FileNotFound" in text or "CHANGE_DATA_FILE_NOT_FOUND" in text or "does not exist" in text:
-        return ChangeDataError(
-            f"change data files of {source} for versions {start}..{end} are gone (removed by VACUUM); "
-            f"rebuild the target with a full refresh (delta_cdf_job.py --full-refresh) and resume from its version"
-        )
-    return None
+    location = re.escape(re.sub(r"^[a-z][a-z0-9+.-]*:/*", "", source).rstrip("/"))
+    if not any(marker in text for marker in _NOT_FOUND) or not re.search(location + r"/\S*\.parquet", text):
+        return None
+    return ChangeDataError(
+        f"change data files of {source} for versions {start}..{end} are gone (removed by VACUUM); "
+        f"rebuild the target with a full refresh (delta_cdf_job.py --full-refresh) and resume from its version"
+    )
 
 
 def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], summary: CdfSummary,

@@ -121,3 +121,24 @@ def test_target_checked_against_the_source():
         check_target("src", "tgt", source[:1], target, ("_cdf_version",))
     with pytest.raises(ChangeDataError, match=r"type differs: id \(long in the target, double in the source\)"):
         check_target("src", "tgt", [{**source[0], "type": "double"}, source[1]], target, ("_cdf_version",))
+
+
+@pytest.mark.parametrize("message, vacuumed", [
+    ("[DELTA_CHANGE_DATA_FILE_NOT_FOUND] File file:/data/src/_change_data/cdc-00001.c000.snappy.parquet "
+     "referenced in the transaction log cannot be found", True),
+    ("[FAILED_READ_FILE.FILE_NOT_EXIST] Error while reading file file:///data/src/part-0001.snappy.parquet. "
+     "File does not exist.", True),
+    ("java.io.FileNotFoundException: /data/src/_change_data/cdc-2.parquet", True),
+    # Before: any error containing "does not exist" was reported as VACUUM.
+    ("[TABLE_OR_VIEW_NOT_FOUND] The table or view `db`.`lookup` does not exist.", False),
+    ("[UNRESOLVED_COLUMN] A column with name `amount` does not exist.", False),
+    ("Path does not exist: file:/other/table/part-1.parquet", False),
+    ("java.io.FileNotFoundException: /data/src2/part-1.parquet", False),
+])
+def test_the_vacuum_message_is_only_for_missing_files_of_the_source(message, vacuumed):
+    from lakefeed.cdf.job import _vacuumed
+
+    error = _vacuumed(RuntimeError(message), "/data/src", 3, 4)
+    assert (error is not None) == vacuumed
+    if vacuumed:
+        assert "removed by VACUUM" in str(error) and "versions 3..4" in str(error)
