@@ -19,8 +19,18 @@ ACCOUNT_KEY = "AZURE_STORAGE_ACCOUNT_KEY"
 SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"
 CLIENT_ID, CLIENT_SECRET, TENANT_ID = "AZURE_STORAGE_CLIENT_ID", "AZURE_STORAGE_CLIENT_SECRET", "AZURE_STORAGE_TENANT_ID"
 CREDENTIAL_ENV = (ACCOUNT_NAME, CONNECTION_STRING, ACCOUNT_KEY, SAS_TOKEN, CLIENT_ID, CLIENT_SECRET, TENANT_ID)
-# Spark redacts conf keys and values matching this in its UI, event log and logs.
-REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|account_?key|accountkey|connection_?string|sas|credential"
+# Spark redacts conf keys and values matching this in its UI, REST API, event log and logs; the DAGs also
+# refuse spark_conf settings matching it (a Variable is stored, and --conf arguments show in `ps`). Names:
+# fs.azure.account.key.<account>.dfs.core.windows.net, fs.azure.sas.<container>.<account>…,
+# fs.azure.sas.fixed.token, fs.azure.account.oauth2.client.secret, fs.s3a.secret.key, spark.executorEnv.
+# AZURE_STORAGE_* (CONNECTION_STRING, ACCOUNT_KEY, SAS_TOKEN, CLIENT_SECRET); values: connection strings
+# (AccountKey=…) and SAS query strings (sig=…).
+SECRET_PATTERNS = (
+    "secret", "password", "passwd", "token", "credential",
+    r"access[._]?key", r"account[._]?key", r"private[._]?key", r"connection[._]?string",
+    r"(^|[._])sas([._]|$)", r"sas[._]?token", r"(^|[?&;])sig=",
+)
+REDACTION_REGEX = "(?i)" + "|".join(SECRET_PATTERNS)
 
 
 def credential_env(*, login: str | None, password: str | None, host: str | None, extra: dict) -> dict[str, str]:

@@ -155,9 +155,24 @@ class CrdbConfig:
 
 
 def _check_spark_settings(spark_conf: dict | None, timeout_minutes: float, where: str) -> None:
+    """Also refuses credentials in ``spark_conf`` (named by key only, the value never printed): a Variable
+    is stored in Airflow's metadata and ``--conf`` arguments show in the process list."""
+    import re
+
+    from lakefeed.azure import REDACTION_REGEX
+
     if spark_conf is not None and not all(isinstance(k, str) and isinstance(v, (str, int, float, bool))
                                           for k, v in spark_conf.items()):
-        raise ConfigError(f"{where}: spark_conf must map Spark setting names to values, got {spark_conf!r}")
+        raise ConfigError(f"{where}: spark_conf must map Spark setting names to plain values "
+                          f"(keys: {', '.join(map(str, spark_conf))})")
+    secret = re.compile(REDACTION_REGEX)
+    for key, value in (spark_conf or {}).items():
+        if secret.search(key) or secret.search(str(value)):
+            raise ConfigError(
+                f"{where}: spark_conf[{key!r}] looks like a credential; credentials never go in spark_conf (a "
+                f"Variable is stored, and --conf arguments show in the process list). Put it in the cluster's "
+                f"spark-defaults.conf or secret store, or in the Airflow connection named by wasb_conn_id."
+            )
     if timeout_minutes <= 0:
         raise ConfigError(f"{where}: spark_job_timeout_minutes must be positive, got {timeout_minutes!r}")
 

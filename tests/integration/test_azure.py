@@ -17,6 +17,7 @@ from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.timegrid import HOUR, format_time
 from lakefeed.storage import Store
 from tests.airflow_env import dags_test, dags_test_env, variable
+from tests.secret_watch import LiveWatch, file_leaks, found_forms
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,34 +70,67 @@ def test_spark_job_reads_chunk_files_from_azurite(spark, azurite, azure_feed, tm
     assert azurite.key not in result.stdout + result.stderr
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azure_feed, tmp_path):
+    """The planted account key reaches the job two ways: the wasb connection (for the feed, through the
+    spark-submit environment) and the cluster's spark-defaults.conf as the ADLS setting the README
+    recommends for Delta targets (``fs.azure.account.key.<account>.dfs.core.windows.net``). No form of it
+    (raw, URL-encoded, base64) may show in the process list or the Spark REST API's environment while the
+    job runs, nor afterwards in the run's output, task logs, run summaries, the Spark event log or any row
+    of the metadata database (XCom, Variables, rendered template fields, task instances, logs table)."""
     local, truth = azure_feed
     home = tmp_path / "airflow"
+    ui_port, events_dir = _free_port(), tmp_path / "spark-events"
+    events_dir.mkdir()
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    import pyspark
+
+    defaults = Path(pyspark.__file__).parent / "conf" / "spark-defaults.conf"
+    conf_dir.joinpath("spark-defaults.conf").write_text(
+        (defaults.read_text() if defaults.exists() else "")
+        + f"\nspark.hadoop.fs.azure.account.key.{azurite.account}.dfs.core.windows.net {azurite.key}\n")
     config = {"feed_root": FEED_URL, "wasb_conn_id": "wasb_feed",
               "events_table": str(tmp_path / "lake" / "events"), "state_table": str(tmp_path / "lake" / "state"),
-              "run_dir": str(tmp_path / "runs"), "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1}
+              "run_dir": str(tmp_path / "runs"), "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1,
+              "spark_conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events_dir.as_uri(),
+                             "spark.ui.enabled": "true", "spark.ui.port": str(ui_port),
+                             "spark.port.maxRetries": "0"}}
     env = dags_test_env(home, AIRFLOW_CONN_WASB_FEED=wasb_connection(azurite),
-                        AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(config))
+                        AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(config), SPARK_CONF_DIR=str(conf_dir))
     env.pop("AZURE_STORAGE_CONNECTION_STRING", None)
-    result = dags_test(env, "blob_changefeed_to_delta")
+    with LiveWatch(ui_port=ui_port) as watch:
+        result = dags_test(env, "blob_changefeed_to_delta")
 
     windows = truth.ready_windows()
     events = {r["id"] for r in spark.read.format("delta").load(config["events_table"]).select("id").collect()}
     assert events == {e.id for e in truth.claimed(windows)}
 
-    # The planted key must appear nowhere the run wrote: its output, task logs, run summaries, and the
-    # metadata database (XCom, Variables, rendered template fields, task instances, logs table).
     key = azurite.key
-    assert key not in result.stdout + result.stderr
-    written = [p for folder in (home / "logs", tmp_path / "runs") for p in folder.rglob("*") if p.is_file()]
-    assert written, "the run left no logs to check"
-    leaks = [str(p) for p in written if key.encode() in p.read_bytes()]
-    assert leaks == []
+    assert found_forms(result.stdout + result.stderr, key) == []
+    assert watch.process_lists, "the process list was never sampled during the run"
+    assert watch.environments, "the Spark REST API was never read during the run"
+    environment = json.loads(watch.environments[-1])
+    redacted = {k: v for k, v in environment["hadoopProperties"] + environment["sparkProperties"]
+                if "account.key" in k}
+    assert redacted and set(redacted.values()) == {"*********(redacted)"}, redacted
+    assert watch.leaks(key) == []
+    assert list(events_dir.iterdir()), "the job wrote no event log"
+    written = [home / "logs", tmp_path / "runs", events_dir]
+    assert any(p.is_file() for folder in written[:2] for p in folder.rglob("*")), "the run left no logs to check"
+    assert file_leaks(written, key) == []
     with sqlite3.connect(home / "airflow.db") as db:
         tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         for table in tables:
             for row in db.execute(f'SELECT * FROM "{table}"'):
-                assert key not in repr(row), f"account key found in table {table}"
+                assert found_forms(repr(row), key) == [], f"account key found in table {table}"
         xcoms = db.execute("SELECT COUNT(*) FROM xcom").fetchone()[0]
         assert xcoms > 0  # the check above did look at real XComs
     assert variable(env, "lakefeed_blob_checkpoint")["watermark"] == format_time(SPEC.last_consumable)

@@ -51,3 +51,64 @@ def test_spark_redaction_covers_every_secret_we_forward():
     for name in (CONNECTION_STRING, ACCOUNT_KEY, SAS_TOKEN, CLIENT_SECRET):
         assert pattern.search(f"spark.executorEnv.{name}"), name
     assert pattern.search("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc==;")
+
+
+@pytest.mark.parametrize("name", [
+    "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net",   # before: not redacted
+    "fs.azure.account.key.acct.blob.core.windows.net",
+    "spark.hadoop.fs.azure.sas.container.acct.blob.core.windows.net",
+    "spark.hadoop.fs.azure.sas.fixed.token",
+    "spark.hadoop.fs.azure.account.oauth2.client.secret.acct.dfs.core.windows.net",
+    "spark.hadoop.fs.s3a.secret.key", "spark.hadoop.fs.s3a.access.key",
+    "spark.hadoop.fs.gs.auth.service.account.private.key",
+    "spark.executorEnv.AZURE_STORAGE_CONNECTION_STRING", "spark.executorEnv.AZURE_STORAGE_ACCOUNT_KEY",
+    "spark.executorEnv.AZURE_STORAGE_SAS_TOKEN", "spark.executorEnv.AZURE_STORAGE_CLIENT_SECRET",
+])
+def test_every_credential_setting_is_redacted(name):
+    import re
+
+    from lakefeed.azure import REDACTION_REGEX
+
+    assert re.search(REDACTION_REGEX, name)
+
+
+@pytest.mark.parametrize("value", [
+    "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc==;",
+    "sv=2022-11-02&ss=b&srt=co&sp=rl&se=2030-01-01&sig=abc%2Bdef%3D",
+    "?sv=2022&sig=abc",
+])
+def test_credential_values_are_redacted(value):
+    import re
+
+    from lakefeed.azure import REDACTION_REGEX
+
+    assert re.search(REDACTION_REGEX, value)
+
+
+@pytest.mark.parametrize("name", [
+    "spark.sql.shuffle.partitions", "spark.sql.session.timeZone", "spark.executorEnv.AZURE_STORAGE_ACCOUNT_NAME",
+    "spark.hadoop.fs.azure.account.auth.type.acct.dfs.core.windows.net",
+    "spark.hadoop.fs.azure.account.oauth2.client.id.acct.dfs.core.windows.net", "spark.eventLog.dir",
+    "spark.databricks.delta.schema.autoMerge.enabled", "spark.sql.ansi.enabled",
+])
+def test_ordinary_settings_are_not_redacted(name):
+    import re
+
+    from lakefeed.azure import REDACTION_REGEX
+
+    assert not re.search(REDACTION_REGEX, name)
+
+
+def test_credentials_in_spark_conf_are_refused_by_key_never_printed():
+    from lakefeed.config import BlobPipelineConfig
+    from lakefeed.errors import ConfigError
+
+    secret = "c2VjcmV0LWtleQ=="
+    with pytest.raises(ConfigError, match=r"spark_conf\['spark.hadoop.fs.azure.account.key.a.dfs.core.windows.net'\] "
+                                          r"looks like a credential") as refused:
+        BlobPipelineConfig.from_mapping({"spark_conf": {"spark.hadoop.fs.azure.account.key.a.dfs.core.windows.net": secret}})
+    assert secret not in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        BlobPipelineConfig.from_mapping({"spark_conf": {"spark.x": {"nested": secret}}})
+    assert secret not in str(refused.value)
+    assert BlobPipelineConfig.from_mapping({"spark_conf": {"spark.sql.shuffle.partitions": 4}}).spark_conf
