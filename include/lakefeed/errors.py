@@ -49,6 +49,11 @@ class CheckpointConflictError(CheckpointError):
     """The checkpoint changed under a writer more times than it retries."""
 
 
+class StorageUnavailableError(Exception):
+    """Reading a file failed in transit (connection reset, timeout, throttling) after bounded retries: not
+    bad input, so not a :class:`Refusal`; the job exits 1 and Airflow retries it."""
+
+
 def refusal_from_worker(exc: Exception) -> FeedCorruptError | None:
     """The :class:`FeedCorruptError` a Spark Python worker raised (naming the file at fault), out of the
     stack dump Spark wraps it in; None when the failure was something else."""

@@ -7,7 +7,11 @@ task can open a chunk file by its relative path on any worker.
 
 from __future__ import annotations
 
+import io
+import logging
 import os
+import random
+import time
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -17,7 +21,11 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from lakefeed.jsonio import parse_json
-from lakefeed.errors import FeedCorruptError, FeedError
+from lakefeed.errors import FeedCorruptError, FeedError, StorageUnavailableError
+
+log = logging.getLogger(__name__)
+# Attempts at a remote read before it counts as unavailable (LAKEFEED_READ_ATTEMPTS overrides).
+RETRY_ATTEMPTS = int(os.environ.get("LAKEFEED_READ_ATTEMPTS", "5"))
 
 
 @dataclass(frozen=True)
@@ -96,9 +104,12 @@ class Store(StoreBase):
         return self._fs.exists(self.path(relative))
 
     def open(self, relative: str) -> BinaryIO:
+        """A file for reading. A remote file's reads are retried in transit (:class:`RetryingReader`), so a
+        reset connection is never mistaken for a corrupt file."""
         if isinstance(self._fs, LocalFileSystem):
             return open(self.path(relative), "rb", buffering=1 << 20)  # fsspec's local wrapper costs ~20%
-        return self._fs.open(self.path(relative), "rb")
+        path = self.path(relative)
+        return RetryingReader(lambda: self._fs.open(path, "rb"), self.url(relative), attempts=RETRY_ATTEMPTS)
 
     def read_bytes(self, relative: str) -> bytes:
         with self.open(relative) as handle:
@@ -119,3 +130,84 @@ class Store(StoreBase):
                 Entry(name=name, size=int(info.get("size") or 0), is_dir=info.get("type") == "directory")
             )
         return sorted(entries, key=lambda entry: entry.name)
+
+
+# Not worth retrying: the file or the permission is missing, whatever the network does.
+_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+class RetryingReader(io.RawIOBase):
+    """A remote file whose opens and reads are retried when they fail in transit: the file is reopened
+    and read again from the same offset, after 0.5, 1, 2, 4 … seconds (jittered, at most ``max_delay``),
+    up to ``attempts`` times; then :class:`~lakefeed.errors.StorageUnavailableError` naming the file.
+    Parsers above it therefore see either the file's bytes or that error, never a half-read stream that
+    looks like corruption. A missing file or a refused permission is raised at once."""
+
+    def __init__(self, opener, url: str, attempts: int = RETRY_ATTEMPTS, first_delay: float = 0.5,
+                 max_delay: float = 8.0):
+        super().__init__()
+        self._opener, self.url = opener, url
+        self._attempts, self._first_delay, self._max_delay = attempts, first_delay, max_delay
+        self._position = 0
+        self._handle = None
+        self._call(lambda handle: None)  # open now: a missing file fails here, as with a local open
+
+    def _call(self, action):
+        failure = None
+        for attempt in range(1, self._attempts + 1):
+            try:
+                if self._handle is None:
+                    self._handle = self._opener()
+                    if self._position:
+                        self._handle.seek(self._position)
+                return action(self._handle)
+            except _PERMANENT:
+                raise
+            except Exception as exc:  # adlfs, aiohttp and azure-core raise many types for a failed transfer
+                failure = exc
+                self._discard()
+                if attempt < self._attempts:
+                    delay = min(self._max_delay, self._first_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+                    log.warning("%s: read failed in transit (%s: %s); retrying in %.1fs (attempt %d of %d)",
+                                self.url, type(exc).__name__, exc, delay, attempt, self._attempts)
+                    time.sleep(delay)
+        raise StorageUnavailableError(f"{self.url}: reading failed {self._attempts} times in transit; last error "
+                                      f"{type(failure).__name__}: {failure}") from None
+
+    def _discard(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # a broken connection may fail to close too
+                pass
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._call(lambda handle: handle.read(size))
+        self._position += len(data)
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._position = self._call(lambda handle: handle.seek(offset, whence))
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def close(self) -> None:
+        self._discard()
+        super().close()

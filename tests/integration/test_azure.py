@@ -134,3 +134,79 @@ def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azu
         xcoms = db.execute("SELECT COUNT(*) FROM xcom").fetchone()[0]
         assert xcoms > 0  # the check above did look at real XComs
     assert variable(env, "lakefeed_blob_checkpoint")["watermark"] == format_time(SPEC.last_consumable)
+
+
+@pytest.fixture
+def chunk_file(azure_feed):
+    """The largest chunk file of the feed (relative to the container) and its records decoded locally."""
+    from lakefeed.blob.decode import ChunkRef, decode_chunk
+
+    local, _ = azure_feed
+    path = max((p for p in local.rglob("*.avro")), key=lambda p: p.stat().st_size)
+    relative = path.relative_to(local).as_posix()
+    ref = ChunkRef(str(local), relative, "00", SPEC.start)
+    rows = [r for b in decode_chunk(Store(str(local)), ref) for r in b.to_pylist()]
+    return relative, path.stat().st_size, rows
+
+
+@pytest.fixture
+def quick_sdk_backoff(monkeypatch):
+    """The Azure SDK waits 15 s, then 18 s, … between its own retries; a test of broken connections
+    shortens those waits (the retries themselves stay the SDK's)."""
+    import azure.storage.blob._shared.policies as sync_policies
+    import azure.storage.blob._shared.policies_async as async_policies
+
+    for policy in (sync_policies.ExponentialRetry, async_policies.ExponentialRetry):
+        def init(self, *args, _original=policy.__init__, **kwargs):
+            kwargs.setdefault("initial_backoff", 0)
+            kwargs.setdefault("increment_base", 1)
+            kwargs.setdefault("random_jitter_range", 0)
+            _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(policy, "__init__", init)
+
+
+def _through(proxy, azurite) -> str:
+    return azurite.connection_string.replace(f"127.0.0.1:{azurite.port}", proxy.endpoint_host)
+
+
+def test_a_connection_reset_mid_chunk_is_retried_and_reads_the_same_records(azurite, chunk_file, monkeypatch,
+                                                                            quick_sdk_backoff):
+    from lakefeed.blob.decode import ChunkRef, decode_chunk
+    from tests.flaky_proxy import FlakyProxy
+
+    relative, size, expected = chunk_file
+    proxy = FlakyProxy(azurite.port, body_bytes=size // 3, cuts=2)
+    try:
+        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", _through(proxy, azurite))
+        ref = ChunkRef(FEED_URL, relative, "00", SPEC.start)
+        rows = [r for b in decode_chunk(Store(FEED_URL, {"skip_instance_cache": True}), ref) for r in b.to_pylist()]
+    finally:
+        proxy.close()
+    assert proxy.cuts_made == 2
+    assert rows == expected
+
+
+def test_a_connection_that_keeps_failing_is_unavailable_not_corrupt(azurite, chunk_file, monkeypatch,
+                                                                    quick_sdk_backoff):
+    """Before: a transfer that failed was reported as "corrupt or truncated Avro" (exit 2, bad input, not
+    retried). Now: retried with backoff, then StorageUnavailableError naming the file, which is not a
+    refusal: the job exits 1 and Airflow retries the task. (The Azure SDK resumes a download cut mid-body by
+    itself; a connection that never gets a response through exhausts its retries and ours.)"""
+    import lakefeed.storage
+    from lakefeed.blob.decode import ChunkRef, decode_chunk
+    from lakefeed.errors import FeedCorruptError, StorageUnavailableError
+    from tests.flaky_proxy import FlakyProxy
+
+    relative, size, _ = chunk_file
+    proxy = FlakyProxy(azurite.port, body_bytes=0, cuts=None)  # every download cut before its body
+    try:
+        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", _through(proxy, azurite))
+        monkeypatch.setattr(lakefeed.storage, "RETRY_ATTEMPTS", 2)
+        ref = ChunkRef(FEED_URL, relative, "00", SPEC.start)
+        with pytest.raises(StorageUnavailableError, match=rf"{relative}: reading failed 2 times in transit") as failed:
+            list(decode_chunk(Store(FEED_URL, {"skip_instance_cache": True}), ref))
+        assert not isinstance(failed.value, FeedCorruptError)
+    finally:
+        proxy.close()
+

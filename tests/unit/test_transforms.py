@@ -94,6 +94,7 @@ def test_latest_state_is_highest_sequencer_not_latest_time(spark, tmp_path, last
     assert (other["container"], other["blobName"], other["isDeleted"]) == ("c2", "a/b/c.txt", False)
 
 
+@pytest.mark.integration  # nine Delta MERGEs: with the slow suite
 def test_events_without_sequencer_end_the_same_in_any_run_order(spark, tmp_path):
     """Before: an event without ``data.sequencer`` compared as "" in the MERGE guard, so the first run to
     apply one kept its row and the state depended on run order. Now one total order (sequencer, then

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 from lakefeed.errors import FeedCorruptError
+from lakefeed.jsonio import parse_json
 
 MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
@@ -118,10 +119,7 @@ def read_header(handle: BinaryIO, url: str) -> tuple[Header, _Stream]:
     stream.kept = None
     if "avro.schema" not in metadata:
         raise FeedCorruptError(f"{url}: not a valid Avro file (no avro.schema in its header)")
-    try:
-        json.loads(metadata["avro.schema"])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FeedCorruptError(f"{url}: not a valid Avro file (its schema is not JSON: {exc})") from None
+    parse_json(metadata["avro.schema"], f"{url}: not a valid Avro file: its schema", FeedCorruptError)
     return Header(raw=raw, metadata=metadata, sync=sync), stream
 
 

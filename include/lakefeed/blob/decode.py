@@ -38,7 +38,7 @@ from lakefeed.blob.schema import (
     SUPPORTED_SCHEMA_VERSIONS,
 )
 from lakefeed.blob.timegrid import TICKS_PER_SECOND, parse_event_time
-from lakefeed.errors import FeedCorruptError
+from lakefeed.errors import FeedCorruptError, StorageUnavailableError
 from lakefeed.storage import Store
 
 DEFAULT_BATCH_SIZE = 8192
@@ -100,7 +100,7 @@ def _decode_records(handle, chunk: ChunkRef, url: str, batch_size: int) -> Itera
             index += 1
             if builder.rows == batch_size:
                 yield builder.flush()
-    except FeedCorruptError:
+    except (FeedCorruptError, StorageUnavailableError):
         raise
     except Exception as exc:
         raise FeedCorruptError(
@@ -133,6 +133,8 @@ def _decode_columnar(header: Header, stream, chunk: ChunkRef, url: str, batch_si
 def _avro_reader(handle, url: str) -> fastavro.reader:
     try:
         return fastavro.reader(handle)
+    except StorageUnavailableError:
+        raise
     except Exception as exc:  # fastavro raises several types for a bad header
         raise FeedCorruptError(f"{url}: not a valid Avro file ({type(exc).__name__}: {exc})") from None
 
