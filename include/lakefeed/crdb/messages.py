@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import zlib
 from decimal import Decimal
 from typing import Any, Iterable, Iterator
 
@@ -145,6 +146,22 @@ def parse_line(line: bytes | str, where: str) -> dict[str, Any]:
             "after": after}
 
 
+def _stream_errors() -> tuple[type[BaseException], ...]:
+    """What a truncated or corrupt file raises while it is decompressed and split into lines (zlib's and
+    zstandard's own error types are not OSErrors; the fuzz test found the first)."""
+    errors: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, zlib.error)
+    try:
+        import zstandard
+
+        errors += (zstandard.ZstdError,)
+    except ImportError:
+        pass
+    return errors
+
+
+_STREAM_ERRORS = _stream_errors()
+
+
 def _open_text(store: Store, key: str, compression: str | None):
     handle = store.open(key)
     if compression == "gzip":
@@ -174,7 +191,7 @@ def ndjson_messages(store: Store, key: str, topic: str, schema_id: int,
                     rows = []
     except FeedCorruptError:
         raise
-    except (OSError, EOFError, ValueError) as exc:  # a truncated or corrupt gzip / zstd stream
+    except _STREAM_ERRORS as exc:  # a truncated or corrupt gzip / zstd stream
         raise FeedCorruptError(f"{url}: corrupt or truncated {compression or 'ndjson'} file after line {number} "
                                f"({type(exc).__name__}: {exc})") from None
     if rows:
