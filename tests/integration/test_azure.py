@@ -149,29 +149,11 @@ def chunk_file(azure_feed):
     return relative, path.stat().st_size, rows
 
 
-@pytest.fixture
-def quick_sdk_backoff(monkeypatch):
-    """The Azure SDK waits 15 s, then 18 s, … between its own retries; a test of broken connections
-    shortens those waits (the retries themselves stay the SDK's)."""
-    import azure.storage.blob._shared.policies as sync_policies
-    import azure.storage.blob._shared.policies_async as async_policies
-
-    for policy in (sync_policies.ExponentialRetry, async_policies.ExponentialRetry):
-        def init(self, *args, _original=policy.__init__, **kwargs):
-            kwargs.setdefault("initial_backoff", 0)
-            kwargs.setdefault("increment_base", 1)
-            kwargs.setdefault("random_jitter_range", 0)
-            _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(policy, "__init__", init)
-
-
 def _through(proxy, azurite) -> str:
     return azurite.connection_string.replace(f"127.0.0.1:{azurite.port}", proxy.endpoint_host)
 
 
-def test_a_connection_reset_mid_chunk_is_retried_and_reads_the_same_records(azurite, chunk_file, monkeypatch,
-                                                                            quick_sdk_backoff):
+def test_a_connection_reset_mid_chunk_is_retried_and_reads_the_same_records(azurite, chunk_file, monkeypatch):
     from lakefeed.blob.decode import ChunkRef, decode_chunk
     from tests.flaky_proxy import FlakyProxy
 
@@ -187,8 +169,7 @@ def test_a_connection_reset_mid_chunk_is_retried_and_reads_the_same_records(azur
     assert rows == expected
 
 
-def test_a_connection_that_keeps_failing_is_unavailable_not_corrupt(azurite, chunk_file, monkeypatch,
-                                                                    quick_sdk_backoff):
+def test_a_connection_that_keeps_failing_is_unavailable_not_corrupt(azurite, chunk_file, monkeypatch):
     """Before: a transfer that failed was reported as "corrupt or truncated Avro" (exit 2, bad input, not
     retried). Now: retried with backoff, then StorageUnavailableError naming the file, which is not a
     refusal: the job exits 1 and Airflow retries the task. (The Azure SDK resumes a download cut mid-body by
