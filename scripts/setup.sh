@@ -13,6 +13,7 @@ need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)  # full-stack test
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)                     # UI browser test (Playwright)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} (Spark needs Java 17+)"
   export DEBIAN_FRONTEND=noninteractive

@@ -19,6 +19,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from lakefeed.assets import blob_changes
 from lakefeed.blob.feed import SEGMENTS_JSON, ChangeFeed
 from lakefeed.blob.schedule import (
     Batch,
@@ -117,6 +118,7 @@ def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[st
         "origin": format_time(origin) if origin else None,
         "watermark": format_time(checkpoint.watermark) if checkpoint.watermark else None,
         "targets": sorted(targets.values()),
+        "targetTables": targets,
         "runFolder": str(plan_folder(config.run_dir, run)),
     }
     log.info("plan: %s", json.dumps(result))
@@ -178,6 +180,8 @@ def commit(store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict
         "checkpointMoved": after != before,
         "lagHours": ((last_consumable - after.watermark) / HOUR) if after.watermark else None,
         "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),
+        "targetsChanged": blob_changes([summaries[i] for i in sorted(summaries)], planned["targetTables"]["events"],
+                                       planned["targetTables"]["state"]),
     }
     log.info("run summary: %s", json.dumps(report, indent=2))
     fail_if_any_failed(failed, len(batches), report["watermark"], report)

@@ -23,6 +23,7 @@ import json
 import logging
 from typing import Any
 
+from lakefeed.assets import FULL_REFRESH_MODE, cdf_changes
 from lakefeed.cdf.log import cdf_enabled
 from lakefeed.cdf.schedule import pending_ranges, split_range
 from lakefeed.checkpoint import CdfCheckpoint, verify_table
@@ -46,7 +47,7 @@ from lakefeed_airflow.runs import (
 log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "delta_cdf_job.py")
-CHANGES, FULL_REFRESH = "changes", "full-refresh"
+CHANGES, FULL_REFRESH = "changes", FULL_REFRESH_MODE
 SUMMED = ("rowsRead", "keysChanged", "inserted", "updated", "deleted", "unchanged", "bytesWritten", "filesRewritten",
           "rowsCopied")
 
@@ -216,7 +217,7 @@ def commit(config: CdfConfig, stores: dict[str, CheckpointStore], planned: dict[
     jobs = planned["jobs"]
     summaries = finished_summaries(planned["runFolder"], jobs, _belongs)
     refused = refusals(planned["runFolder"], len(jobs))
-    report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}}
+    report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}, "targetsChanged": []}
     for name, plan_of in planned["pipelines"].items():
         pipeline = config.pipeline(name)
         mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
@@ -239,6 +240,8 @@ def commit(config: CdfConfig, stores: dict[str, CheckpointStore], planned: dict[
             "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
             "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done.values()), 3),
         }
+        report["targetsChanged"].extend(
+            cdf_changes(name, pipeline.target_table, [done[i] for i in sorted(done)]))
     log.info("run summary: %s", json.dumps(report, indent=2))
     failed = [job for i, job in enumerate(jobs) if i not in summaries]
     fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report)

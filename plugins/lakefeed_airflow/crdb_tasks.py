@@ -19,6 +19,7 @@ import json
 import logging
 from typing import Any
 
+from lakefeed.assets import crdb_changes
 from lakefeed.checkpoint import CrdbCheckpoint, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CrdbConfig
@@ -167,6 +168,7 @@ def commit(config: CrdbConfig, store: CheckpointStore, planned: dict[str, Any], 
         "lagSeconds": round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
         if newest and after.resolved else None,
         "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),
+        "targetsChanged": crdb_changes(config.target_root, [summaries[i] for i in sorted(summaries)]),
     }
     log.info("run summary: %s", json.dumps(report, indent=2))
     fail_if_any_failed(failed, len(batches), report["resolved"], report)

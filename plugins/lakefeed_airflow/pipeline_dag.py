@@ -7,15 +7,17 @@ Each pipeline brings its sensor and three plain functions (``plan(params, run)``
 ``job_arguments(planned)``, ``commit(planned, run_id)``) that read their configuration and
 checkpoint when the task runs; this module turns them into tasks with the retry, trigger-rule and
 failure behaviour the pipelines promise: a refusal fails a task without retry, the commit step runs
-even when jobs failed and keeps its run summary in XCom, and any failed task fails the run.
+even when jobs failed and keeps its run summary in XCom, and any failed task fails the run. The commit
+step emits an asset event per Delta target the run changed.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from airflow.sdk import get_current_context, task
+from airflow.sdk import Asset, AssetAlias, get_current_context, task
 
+from lakefeed.assets import ALIASES
 from lakefeed.spark import delta_package
 from lakefeed_airflow.dag_defaults import (
     SPARK_CONN_ID,
@@ -26,6 +28,14 @@ from lakefeed_airflow.dag_defaults import (
 )
 from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
 from lakefeed_airflow.watcher import fail_run_if_a_task_failed
+
+
+def emit_asset_events(alias_events, report: dict) -> None:
+    """One asset event per Delta target the run changed (``report["targetsChanged"]``,
+    :mod:`lakefeed.assets`), through the pipeline's asset alias: downstream DAGs schedule on
+    ``Asset("<table uri>")``. Events of a failed commit task are dropped by Airflow."""
+    for change in report.get("targetsChanged", []):
+        alias_events.add(Asset(change["uri"]), extra=change["extra"])
 
 
 def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: Callable[[dict], list],
@@ -46,11 +56,15 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
     def spark_arguments(planned: dict) -> list[list[str]]:
         return job_arguments(planned)
 
-    @task(task_id=commit_task_id, trigger_rule="all_done", retries=0, multiple_outputs=False)
-    def commit_task(ti=None, run_id=None) -> dict:
+    alias = AssetAlias(ALIASES[job_name])
+
+    @task(task_id=commit_task_id, trigger_rule="all_done", retries=0, multiple_outputs=False, outlets=[alias])
+    def commit_task(ti=None, run_id=None, outlet_events=None) -> dict:
         planned = planned_or_skip(ti, plan_task_id)
         with refusals_fail_the_task(), summary_kept_on_failure(ti):
-            return commit(planned, run_id)
+            report = commit(planned, run_id)
+        emit_asset_events(outlet_events[alias], report)
+        return report
 
     planned = plan_task()
     apply = LakefeedSparkSubmitOperator.partial(

@@ -55,23 +55,25 @@ class VariableCell:
         Variable.set(self.name, text, description=CHECKPOINT_DESCRIPTION)
 
 
-def _variable(name: str) -> str | None:
-    return VariableCell(name).get()
+def _variable(name: str, orm: bool) -> str | None:
+    return VariableCell(name, orm).get()
 
 
-def blob_config() -> BlobPipelineConfig:
+# ``orm=True``: read the Variable through the ORM (the api-server's monitor), not the Task SDK.
+
+def blob_config(orm: bool = False) -> BlobPipelineConfig:
     """Defaults pointing at the demo, overridden by the ``lakefeed_blob_config`` Variable (JSON)."""
-    return BlobPipelineConfig.from_json(_variable(BLOB_CONFIG_VARIABLE), f"Variable {BLOB_CONFIG_VARIABLE}")
+    return BlobPipelineConfig.from_json(_variable(BLOB_CONFIG_VARIABLE, orm), f"Variable {BLOB_CONFIG_VARIABLE}")
 
 
-def cdf_config() -> CdfConfig:
+def cdf_config(orm: bool = False) -> CdfConfig:
     """The demo pipeline by default, or the pipelines of the ``lakefeed_cdf_config`` Variable (JSON)."""
-    return CdfConfig.from_json(_variable(CDF_CONFIG_VARIABLE), f"Variable {CDF_CONFIG_VARIABLE}")
+    return CdfConfig.from_json(_variable(CDF_CONFIG_VARIABLE, orm), f"Variable {CDF_CONFIG_VARIABLE}")
 
 
-def crdb_config() -> CrdbConfig:
+def crdb_config(orm: bool = False) -> CrdbConfig:
     """The demo sink by default, or the ``lakefeed_crdb_config`` Variable (JSON)."""
-    return CrdbConfig.from_json(_variable(CRDB_CONFIG_VARIABLE), f"Variable {CRDB_CONFIG_VARIABLE}")
+    return CrdbConfig.from_json(_variable(CRDB_CONFIG_VARIABLE, orm), f"Variable {CRDB_CONFIG_VARIABLE}")
 
 
 def lock_dir(run_dir: str) -> Path:
