@@ -102,8 +102,10 @@ def spark_standalone(folder: Path, env: dict) -> Iterator[str]:
 
 
 @contextmanager
-def airflow_services(folder: Path, env: dict) -> Iterator[dict]:
-    """api-server, scheduler, dag-processor and triggerer, each a real process."""
+def airflow_services(folder: Path, env: dict,
+                     components: tuple[str, ...] = ("scheduler", "dag-processor", "triggerer")) -> Iterator[dict]:
+    """The api-server and ``components`` (by default scheduler, dag-processor and triggerer), each a real
+    process."""
     processes = []
     logs = open(folder / "airflow-services.log", "w")
     try:
@@ -111,7 +113,7 @@ def airflow_services(folder: Path, env: dict) -> Iterator[dict]:
                                stdout=logs, stderr=subprocess.STDOUT)
         processes.append(api)
         wait_for_port(int(env["LAKEFEED_TEST_API_PORT"]), api, seconds=120)
-        for component in ("scheduler", "dag-processor", "triggerer"):
+        for component in components:
             processes.append(subprocess.Popen(["airflow", component], env=env, stdout=logs,
                                               stderr=subprocess.STDOUT))
         yield {"processes": processes}

@@ -1,0 +1,272 @@
+"""The pipelines in the Airflow UI, through real parts: an api-server and scheduler (SQLite metadata,
+LocalExecutor, this project's DAGs and plugins plus the example downstream DAG), real `airflow dags test`
+runs of the blob and CDF DAGs on local Spark, and Debian's chromium driven by Playwright.
+
+- The blob run's commit task emits asset events; the example DAG scheduled on the events table's asset
+  is then run by the scheduler, with the event's extra (windows, rows, version).
+- The monitor API refuses requests without a valid Airflow login; the page, reached from the navigation,
+  shows the checkpoints, source positions and the run summaries' figures.
+- Both backfill forms are filled and submitted in the trigger dialog; the runs exist with that conf.
+
+Screenshots land in ``$LAKEFEED_TEST_ARTIFACTS/ui`` (default ``data/test-artifacts/ui``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lakefeed.assets import table_uri
+from lakefeed.blob.generator import FeedSpec, generate_feed
+from lakefeed.blob.timegrid import format_time
+from lakefeed.cdf.simulator import SourceSimulator, create_source
+from tests.airflow_env import ROOT, dags_test, dags_test_env, last_run_id, variable, wait_for, xcom
+from tests.fullstack.services import airflow, airflow_services, free_port
+
+pytestmark = [pytest.mark.integration]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+USER, PASSWORD = "admin", "ui-test-password"
+BLOB, CDF, DOWNSTREAM = "blob_changefeed_to_delta", "delta_cdf_to_delta", "lakefeed_events_downstream"
+SPEC = FeedSpec(hours=2, events_per_hour=300, shards=2, records_per_chunk=200, seed=14)
+
+
+def artefacts() -> Path:
+    folder = Path(os.environ.get("LAKEFEED_TEST_ARTIFACTS", ROOT / "data" / "test-artifacts")) / "ui"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def number(value) -> str:
+    """A figure as the page prints it (JSON has no integer floats: 2.0 arrives as 2)."""
+    if value is None:
+        return "–"
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:.2f}"
+
+
+class Api:
+    def __init__(self, port: int):
+        self.base = f"http://127.0.0.1:{port}"
+        self.token = None
+
+    def call(self, path: str, token: str | None = None, body: dict | None = None) -> tuple[int, dict | str]:
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(self.base + path, headers=headers,
+                                         data=json.dumps(body).encode() if body is not None else None)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                text = response.read().decode()
+                status = response.status
+        except urllib.error.HTTPError as exc:
+            text, status = exc.read().decode(), exc.code
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def login(self) -> str:
+        status, body = self.call("/auth/token", body={"username": USER, "password": PASSWORD})
+        assert status in (200, 201), body
+        return body["access_token"]
+
+    def runs(self, token: str, dag_id: str) -> list[dict]:
+        status, body = self.call(f"/api/v2/dags/{dag_id}/dagRuns?limit=100", token)
+        assert status == 200, body
+        return body["dag_runs"]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, spark):
+    """Feed, CDF source, Airflow metadata with the DAGs serialized, the api-server and the scheduler."""
+    folder = tmp_path_factory.mktemp("ui")
+    truth = generate_feed(folder / "feed", SPEC)
+    create_source(spark, str(folder / "source"), rows=25)
+    simulator = SourceSimulator(spark, str(folder / "source"), seed=3, key_space=60)
+    for kind in ("update", "delete", "merge"):
+        simulator.commit(kind)
+
+    dags = folder / "dags"
+    dags.mkdir()
+    for dag_file in [*(ROOT / "dags").glob("*.py"), ROOT / "include" / "examples" / "events_downstream_dag.py"]:
+        (dags / dag_file.name).symlink_to(dag_file)
+    passwords = folder / "passwords.json"
+    passwords.write_text(json.dumps({USER: PASSWORD}))
+    port = free_port()
+    blob_config = {"feed_root": str(folder / "feed"), "events_table": str(folder / "lake" / "events"),
+                   "state_table": str(folder / "lake" / "state"), "run_dir": str(folder / "runs"),
+                   "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
+    cdf_config = {"pipelines": [{"name": "orders", "source_table": str(folder / "source"),
+                                 "target_table": str(folder / "lake" / "orders"), "keys": ["id"]}],
+                  "run_dir": str(folder / "cdf_runs"), "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
+    env = dags_test_env(
+        folder / "airflow",
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="True",
+        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(passwords),
+        AIRFLOW__API_AUTH__JWT_SECRET="ui-test-only-jwt-secret",
+        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
+        AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
+        LAKEFEED_TEST_API_PORT=str(port),
+        LAKEFEED_EVENTS_ASSET=table_uri(blob_config["events_table"]),
+        AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(blob_config),
+        AIRFLOW_VAR_LAKEFEED_CDF_CONFIG=json.dumps(cdf_config),
+    )
+    airflow(env, "pools", "set", "lakefeed_spark", "1", "spark jobs")
+    airflow(env, "dags", "reserialize")
+    airflow(env, "dags", "unpause", DOWNSTREAM)  # the pipelines stay paused: only the tests start their runs
+    with airflow_services(folder, env, components=("scheduler",)):
+        yield {"env": env, "api": Api(port), "folder": folder, "blob": blob_config, "cdf": cdf_config,
+               "truth": truth}
+
+
+@pytest.fixture(scope="module")
+def ran(stack):
+    """A blob run and a CDF run through `airflow dags test`, as a user's first scheduled runs."""
+    env = stack["env"]
+    dags_test(env, BLOB)
+    blob_run = last_run_id(env, BLOB)
+    dags_test(env, CDF)
+    cdf_run = last_run_id(env, CDF)
+    return {"blob": (blob_run, xcom(env, BLOB, blob_run, "commit_checkpoint")),
+            "cdf": (cdf_run, xcom(env, CDF, cdf_run, "commit_checkpoints"))}
+
+
+def test_the_downstream_dag_runs_on_the_events_tables_asset_event(stack, ran):
+    _, report = ran["blob"]
+    [events] = [c for c in report["targetsChanged"] if c["table"] == stack["blob"]["events_table"]]
+    assert events["extra"]["rowsInserted"] == report["eventsInserted"] > 0
+    assert events["extra"]["windows"] == [format_time(w) for w in stack["truth"].ready_windows()]
+
+    api = stack["api"]
+    token = api.login()
+    runs = wait_for(lambda: [r for r in api.runs(token, DOWNSTREAM) if r["state"] in ("success", "failed")], 180,
+                    "the scheduler to run the downstream DAG on the asset event")
+    assert [r["state"] for r in runs] == ["success"], runs
+    assert runs[0]["run_type"] == "asset_triggered"
+    applied = xcom(stack["env"], DOWNSTREAM, runs[0]["dag_run_id"], "new_events")
+    assert applied == [events["extra"]]
+
+
+def test_the_monitor_api_refuses_requests_without_a_login(stack):
+    api = stack["api"]
+    for path in ("/lakefeed/api/pipelines", "/lakefeed/"):
+        assert api.call(path)[0] == 401
+        assert api.call(path, token="not-a-token")[0] in (401, 403)
+    status, body = api.call("/lakefeed/api/pipelines", api.login())
+    assert status == 200 and {p["key"] for p in body["pipelines"]} >= {"blob", "cdf:orders", "cockroach"}
+    text = json.dumps(body)
+    assert PASSWORD not in text and "ui-test-only-jwt-secret" not in text
+
+
+def test_the_monitor_page_shows_the_run_summaries(stack, ran):
+    from playwright.sync_api import sync_playwright
+
+    env, api = stack["env"], stack["api"]
+    blob_run, blob_report = ran["blob"]
+    cdf_run, cdf_report = ran["cdf"]
+    orders = cdf_report["pipelines"]["orders"]
+    blob_checkpoint = variable(env, "lakefeed_blob_checkpoint")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        log_in(page, api.base)
+        # Reached from the navigation: Browse → Lakefeed pipelines.
+        page.get_by_role("button", name="Browse").click()
+        page.get_by_role("menuitem", name="Lakefeed pipelines").click()
+        page.wait_for_url(f"{api.base}/plugin/lakefeed")
+        monitor = page.frame_locator("iframe")
+        monitor.locator("body[data-loaded=true]").wait_for(timeout=60_000)
+
+        def figure(testid: str) -> str:
+            return monitor.locator(f"[data-testid={testid}] .value").inner_text().strip()
+
+        def cell(card: str, run_id: str, column: str) -> str:
+            return monitor.locator(f"[data-testid=runs-{card}] tr[data-run-id='{run_id}'] td[data-col={column}]") \
+                .inner_text().strip()
+
+        assert figure("checkpoint-blob") == blob_checkpoint["watermark"] == blob_report["watermark"]
+        assert figure("source-blob") == blob_report["lastConsumable"]
+        assert figure("lag-blob") == number(blob_report["lagHours"])
+        for column, key in (("read", "recordsRead"), ("claimed", "eventsClaimed"), ("strays", "strays"),
+                            ("duplicates", "duplicatesRemoved"), ("updated", "stateUpdated")):
+            assert cell("blob", blob_run, column) == number(blob_report[key]), column
+        assert cell("blob", blob_run, "inserted") == number(blob_report["eventsInserted"] + blob_report["stateInserted"])
+        assert cell("blob", blob_run, "state") == "success"
+
+        assert figure("checkpoint-cdf\\:orders") == number(orders["appliedVersion"])
+        assert figure("source-cdf\\:orders") == number(orders["latestVersion"])
+        assert figure("lag-cdf\\:orders") == number(orders["lagVersions"])
+        for column in ("inserted", "updated", "deleted"):
+            assert cell("cdf\\:orders", cdf_run, column) == number(orders[column]), column
+        assert monitor.locator("[data-testid=lag-chart-blob]").get_attribute("data-points") == "1"
+        monitor.locator("[data-testid=card-cockroach]").wait_for()
+        page.screenshot(path=str(artefacts() / "monitor.png"), full_page=True)
+        browser.close()
+
+
+def test_both_backfill_forms_create_runs_with_their_conf(stack, ran):
+    from playwright.sync_api import sync_playwright
+
+    api = stack["api"]
+    window_start, window_end = format_time(SPEC.start), format_time(SPEC.last_consumable)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        log_in(page, api.base)
+
+        form = open_trigger_form(page, api.base, BLOB)
+        form.get_by_text("Backfill from (window start)").wait_for()
+        form.locator("[name=element_window_start]").fill(window_start)
+        form.locator("[name=element_window_end]").fill(window_end)
+        page.screenshot(path=str(artefacts() / "blob-backfill-form.png"), full_page=True)
+        submit_trigger_form(form)
+
+        form = open_trigger_form(page, api.base, CDF)
+        form.get_by_text("Pipeline", exact=True).wait_for()
+        form.get_by_role("combobox").click()
+        page.get_by_role("option", name="orders").click()
+        form.locator("[name=element_starting_version]").fill("1")
+        form.locator("[name=element_ending_version]").fill("2")
+        page.screenshot(path=str(artefacts() / "cdf-backfill-form.png"), full_page=True)
+        submit_trigger_form(form)
+        browser.close()
+
+    token = api.login()
+    blob_runs = wait_for(lambda: [r for r in api.runs(token, BLOB) if (r.get("conf") or {}).get("window_start")],
+                         60, "the blob backfill run")
+    assert blob_runs[0]["conf"] == {"window_start": window_start, "window_end": window_end, "reset_checkpoint": False}
+    cdf_runs = wait_for(lambda: [r for r in api.runs(token, CDF) if (r.get("conf") or {}).get("pipeline")],
+                        60, "the CDF backfill run")
+    assert cdf_runs[0]["conf"] == {"pipeline": "orders", "starting_version": 1, "ending_version": 2,
+                                   "full_refresh": False}
+
+
+def log_in(page, base: str) -> None:
+    page.goto(f"{base}/")
+    page.get_by_label("Username").fill(USER)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{base}/", timeout=30_000)
+
+
+def open_trigger_form(page, base: str, dag_id: str):
+    """The DAG's trigger dialog (Single Run, with the DAG's params form), as a locator."""
+    page.goto(f"{base}/dags/{dag_id}")
+    page.get_by_role("button", name="Trigger").first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    return dialog
+
+
+def submit_trigger_form(dialog) -> None:
+    dialog.get_by_role("button", name="Trigger").click()
+    dialog.wait_for(state="detached", timeout=30_000)
