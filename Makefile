@@ -3,16 +3,22 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: setup demo test test-unit test-integration dag-test bench clean
+.PHONY: setup demo ui test test-unit test-integration dag-test bench clean
 
 setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	$(ENV) python scripts/demo.py
+	@$(ENV) python scripts/demo.py
+
+# The Airflow UI on http://localhost:8080 with the demo's runs (api-server, scheduler, dag-processor and
+# triggerer in one process; user admin, password in .airflow/simple_auth_manager_passwords.json.generated).
+# Browse → Lakefeed pipelines is the pipeline monitor. Ctrl-C stops it.
+ui: setup
+	$(ENV) airflow standalone
 
 test: setup
-	$(ENV) python -m pytest tests -n 2 --dist loadfile
+	$(ENV) python -m pytest tests -n 2 --dist loadfile --durations=25
 
 test-unit: setup
 	$(ENV) python -m pytest tests -m "not integration"

@@ -1,11 +1,10 @@
-"""The demo: the three pipelines end to end with spark-submit on local Spark and real Delta.
+"""The demo: the three pipelines as they run in production, through their Airflow DAGs.
 
-1. Blob change feed: generate a feed, ingest every ready window, show both targets.
-2. Delta CDF: create a source table with change data feed on, commit inserts,
-   updates (one key several times), deletes and an overwrite, apply the range,
-   show the target next to the source.
-3. CockroachDB changefeed: generate a cloud storage sink folder (two topics, duplicates, a restart,
-   a schema change), apply it through its newest RESOLVED file, show the topic tables.
+Generates a blob change feed, a Delta source table with change data feed on, and a CockroachDB cloud
+storage sink; forgets the demo's checkpoints; runs each DAG with `airflow dags test` (sensor, plan,
+spark-submit launched by Airflow, checkpoint commit, asset events); checks every target against the
+ground truth; and says where to look. Output fits one screen: Airflow's, Ivy's and Spark's output goes
+to log files under <data>/logs.
 
     make demo            # or: python scripts/demo.py --events-per-hour 20000
 """
@@ -14,111 +13,108 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from lakefeed.blob.feed import ChangeFeed
-from lakefeed.blob.generator import FeedSpec, generate_feed
-from lakefeed.blob.plan import plan_ready_windows
-from lakefeed.blob.timegrid import format_time
-from lakefeed.storage import Store
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "plugins"))
+
+BLOB, CDF, CRDB = "blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"
+CHECKPOINTS = ("lakefeed_blob_checkpoint", "lakefeed_cdf_checkpoint__demo", "lakefeed_crdb_checkpoint")
+TASK = re.compile(r"\[DAG TEST\] starting task_id=(\w+)")
 
 
-def show_table(path: Path, columns: list[str], sort: list[str], rows: int = 5) -> None:
-    """A few rows of a Delta table, read by Spark (the state and topic tables have deletion vectors)."""
-    from lakefeed.spark import get_session
+class Step:
+    """One numbered line of output; a long step shows its elapsed time (and, for a DAG, the task running)."""
 
-    spark = get_session("lakefeed-demo-show", extra={"spark.ui.enabled": "false"})
-    spark.sparkContext.setLogLevel("ERROR")
-    table = spark.read.format("delta").load(str(path))
-    version = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()[0]["version"]
-    print(f"\n{path.relative_to(ROOT)} (Delta version {version}, {table.count()} rows)")
-    print(table.select(*columns).orderBy(*sort).limit(rows).toPandas().to_string(index=False, max_colwidth=48))
+    def __init__(self, number: int, total: int, text: str):
+        self.prefix = f"[{number}/{total}] {text}"
+        self.started = time.perf_counter()
+        self.tty = sys.stdout.isatty()
+        print(self.prefix + (" …" if self.tty else ""), end="" if self.tty else "\n", flush=True)
+        self.last_note = 0.0
 
+    def progress(self, detail: str = "") -> None:
+        elapsed = time.perf_counter() - self.started
+        if self.tty:
+            print(f"\r{self.prefix} … {elapsed:.0f}s {detail}\033[K", end="", flush=True)
+        elif elapsed - self.last_note >= 60:
+            self.last_note = elapsed
+            print(f"      … {elapsed:.0f}s {detail}", flush=True)
 
-def spark_submit(script: str, args: list[str]) -> tuple[int, float, str]:
-    command = ["spark-submit", str(ROOT / "spark_jobs" / script), *args]
-    print("$ " + " ".join(command), flush=True)
-    started = time.perf_counter()
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if result.returncode != 0:
-        print(result.stdout[-5000:], file=sys.stderr)
-    return result.returncode, time.perf_counter() - started, result.stdout
-
-
-def cdf_demo(data: Path) -> int:
-    from lakefeed.cdf.simulator import create_source, latest_version, live_rows
-    from lakefeed.spark import get_session
-
-    source, target = data / "cdf" / "source", data / "cdf" / "target"
-    for folder in (source, target):
-        shutil.rmtree(folder, ignore_errors=True)
-    spark = get_session("lakefeed-demo-source", extra={"spark.ui.enabled": "false"})
-    spark.sparkContext.setLogLevel("ERROR")
-    table = f"delta.`{source}`"
-    create_source(spark, str(source), rows=12)                                   # v0 create, v1 12 rows
-    spark.sql(f"UPDATE {table} SET amount = amount + 1, touched = 2 WHERE id IN (1, 2, 3)")
-    spark.sql(f"UPDATE {table} SET amount = amount + 1, touched = 3 WHERE id = 1")   # key 1 again
-    spark.sql(f"DELETE FROM {table} WHERE id IN (4, 5)")
-    spark.sql(f"UPDATE {table} SET amount = 999, touched = 5 WHERE id = 1")          # and again
-    (spark.createDataFrame([(9, "replaced-9", 90, 6), (20, "new-20", 200, 6)], "id BIGINT, name STRING, amount BIGINT, touched INT")
-     .write.format("delta").mode("overwrite").option("replaceWhere", "id >= 9").save(str(source)))  # overwrite a slice
-    latest = latest_version(spark, str(source))
-    print(f"\nsource {source.relative_to(ROOT)}: change data feed on, versions 0..{latest}")
-    summary_file = data / "cdf_summary.json"
-    code, seconds, _ = spark_submit("delta_cdf_job.py", [
-        "--source-table", str(source), "--target-table", str(target), "--keys", "id",
-        "--starting-version", "0", "--ending-version", str(latest), "--summary-json", str(summary_file)])
-    if code != 0:
-        spark.stop()
-        return code
-    summary = json.loads(summary_file.read_text())
-    print(f"spark-submit finished in {seconds:.1f}s")
-    for key in ("startingVersion", "endingVersion", "rowsRead", "keysChanged", "inserted", "updated", "deleted",
-                "targetVersion", "lagVersions", "seconds"):
-        print(f"  {key:<20} {summary[key]}")
-    print(f"\n{target.relative_to(ROOT)} (tombstones included; readers filter NOT _cdf_deleted)")
-    spark.read.format("delta").load(str(target)).orderBy("id").show(30, truncate=False)
-    same = sorted(map(tuple, live_rows(spark, str(target)).collect())) == sorted(
-        map(tuple, spark.read.format("delta").load(str(source)).collect()))
-    print(f"target's live rows equal the source's latest snapshot: {same}")
-    spark.stop()
-    return 0 if same else 1
+    def done(self, outcome: str) -> float:
+        elapsed = time.perf_counter() - self.started
+        line = f"{self.prefix}: {outcome} ({elapsed:.0f}s)"
+        print(f"\r{line}\033[K" if self.tty else f"      {outcome} ({elapsed:.0f}s)", flush=True)
+        return elapsed
 
 
-def crdb_demo(data: Path) -> int:
-    from lakefeed.crdb.generator import SinkSpec, generate_sink
+def run_logged(command: list[str], log: Path, env: dict, step: Step) -> int:
+    """Run ``command`` with its output in ``log``, showing progress; the exit code."""
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        while process.poll() is None:
+            time.sleep(1)
+            tasks = TASK.findall(log.read_text(errors="replace"))
+            step.progress(f"({tasks[-1]})" if tasks else "")
+    return process.returncode
 
-    sink, lake = data / "crdb_sink", data / "lake" / "crdb"
-    for folder in (sink, lake):
-        shutil.rmtree(folder, ignore_errors=True)
-    truth = generate_sink(sink, SinkSpec(steps=30, changes_per_step=60))
-    print(f"\ngenerated a changefeed sink under {sink.relative_to(ROOT)}: {truth.messages} messages "
-          f"({truth.duplicates} duplicates), {len(truth.resolved)} RESOLVED files")
-    summary_file = data / "crdb_summary.json"
-    code, seconds, _ = spark_submit("cockroach_changefeed_job.py", [
-        "--sink-root", str(sink), "--target-root", str(lake), "--through-resolved", truth.resolved[-1],
-        "--summary-json", str(summary_file)])
-    if code != 0:
-        return code
-    summary = json.loads(summary_file.read_text())
-    print(f"spark-submit finished in {seconds:.1f}s")
-    for key in ("files", "messagesRead", "duplicatesDropped", "supersededInBatch", "inserted", "throughResolved"):
-        print(f"  {key:<20} {summary[key]}")
-    same = True
-    for topic in ("customers", "orders"):
-        show_table(lake / topic, ["_crdb_key", "_crdb_updated", "_crdb_deleted"], ["_crdb_key"], rows=3)
-        from lakefeed.spark import get_session
 
-        live = get_session("lakefeed-demo-show").read.format("delta").load(str(lake / topic)).where("NOT _crdb_deleted")
-        same &= {row["_crdb_key"] for row in live.select("_crdb_key").collect()} == set(truth.live(topic))
-    print(f"topic tables' live keys equal the ground truth: {same}")
-    return 0 if same else 1
+def result_of(log: Path) -> dict:
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("RESULT ")]
+    return json.loads(lines[-1][len("RESULT "):]) if lines else {}
+
+
+def failed(log: Path) -> int:
+    print(f"      failed: see {log.relative_to(ROOT) if log.is_relative_to(ROOT) else log} (last lines below)")
+    print("\n".join(log.read_text(errors="replace").splitlines()[-15:]))
+    return 1
+
+
+def forget_checkpoints() -> None:
+    """The demo regenerates its feed and tables: the checkpoints of an earlier demo no longer apply."""
+    from airflow.models import Variable
+
+    for name in CHECKPOINTS:
+        Variable.delete(name)
+
+
+def last_summary(dag_id: str) -> dict:
+    from lakefeed_airflow.monitor import recent_runs
+
+    runs = recent_runs(dag_id, limit=1)
+    return (runs[0][1] or {}) if runs else {}
+
+
+def n(value) -> str:
+    return "–" if value is None else f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def changed(report: dict) -> str:
+    parts = []
+    for change in report.get("targetsChanged", []):
+        x = change["extra"]
+        parts.append(f"{Path(change['table']).name} +{n(x['rowsInserted'])} ~{n(x['rowsUpdated'])} "
+                     f"-{n(x['rowsDeleted'])} (v{x['targetVersion']})")
+    return ", ".join(parts) or "nothing changed"
+
+
+def describe(dag_id: str, report: dict) -> str:
+    if dag_id == BLOB:
+        return (f"{report['windowsPlanned']} windows, {n(report['recordsRead'])} records read, "
+                f"{n(report['eventsClaimed'])} events claimed, {n(report['duplicatesRemoved'])} duplicates removed; "
+                f"watermark {report['watermark']}, lag {n(report['lagHours'])} h\n      {changed(report)}")
+    if dag_id == CDF:
+        demo = report["pipelines"]["demo"]
+        return (f"versions {demo['versions']}, {n(demo['rowsRead'])} change rows read; applied version "
+                f"{demo['appliedVersion']}, lag {n(demo['lagVersions'])} versions\n      {changed(report)}")
+    return (f"{n(report['messagesRead'])} messages read, {n(report['duplicatesDropped'])} duplicates dropped; "
+            f"resolved {report['resolved']}\n      {changed(report)}")
 
 
 def main() -> int:
@@ -129,42 +125,68 @@ def main() -> int:
     parser.add_argument("--shards", type=int, default=4)
     args = parser.parse_args()
     started = time.perf_counter()
+    data = Path(args.data).resolve()
+    logs = data / "logs"
+    os.environ["LAKEFEED_DATA"] = str(data)  # the pipelines' embedded defaults point under it
+    from lakefeed.blob.generator import FeedSpec, generate_feed
+    from lakefeed.crdb.generator import SinkSpec, generate_sink
 
-    data = Path(args.data)
-    feed_root, lake = data / "feed", data / "lake"
-    for folder in (feed_root, lake):
-        shutil.rmtree(folder, ignore_errors=True)
-    truth = generate_feed(feed_root, FeedSpec(hours=args.hours, events_per_hour=args.events_per_hour,
-                                              shards=args.shards, records_per_chunk=2_000))
-    print(f"generated {len(truth.events)} events ({truth.control_records} Control records, "
-          f"{truth.duplicate_records} duplicated records) under {feed_root.relative_to(ROOT)}")
+    for folder in ("feed", "lake", "cdf", "crdb_sink", "runs", "cdf_runs", "crdb_runs", "logs"):
+        shutil.rmtree(data / folder, ignore_errors=True)
+    logs.mkdir(parents=True)
+    # The DAGs run on their embedded defaults (the demo's data), whatever config Variables hold.
+    env = {**os.environ, **{f"AIRFLOW_VAR_LAKEFEED_{name}_CONFIG": "{}" for name in ("BLOB", "CDF", "CRDB")}}
+    shown = data.relative_to(ROOT) if data.is_relative_to(ROOT) else data
+    print(f"lakefeed demo: three DAGs through `airflow dags test`; data under {shown}, logs in {shown}/logs")
 
-    ready = plan_ready_windows(ChangeFeed(Store(str(feed_root))))
-    if ready is None:
-        print("no window is ready")
-        return 1
-    start, end = (format_time(t) for t in ready)
-    summary_file = data / "blob_summary.json"
-    code, job_seconds, _ = spark_submit("blob_changefeed_job.py", [
-        "--feed-root", str(feed_root), "--window-start", start, "--window-end", end,
-        "--events-table", str(lake / "blob_events"), "--state-table", str(lake / "blob_state"),
-        "--summary-json", str(summary_file)])
-    if code != 0:
-        return code
+    step = Step(1, 5, "generate the blob change feed, the CockroachDB sink and the Delta CDF source")
+    truth = generate_feed(data / "feed", FeedSpec(hours=args.hours, events_per_hour=args.events_per_hour,
+                                                  shards=args.shards, records_per_chunk=2_000))
+    sink = generate_sink(data / "crdb_sink", SinkSpec(steps=30, changes_per_step=60))
+    log = logs / "cdf-source.log"
+    if run_logged([sys.executable, str(ROOT / "scripts" / "demo_spark.py"), "make-cdf-source", str(data)],
+                  log, env, step):
+        return failed(log)
+    latest = result_of(log)["latestVersion"]
+    forget_checkpoints()
+    step.done(f"{len(truth.events):,} blob events in {args.shards} shards over {args.hours} h; "
+              f"{sink.messages:,} sink messages; CDF source versions 0..{latest}")
 
-    summary = json.loads(summary_file.read_text())
-    print(f"\nspark-submit finished in {job_seconds:.1f}s")
-    for key, value in summary.items():
-        print(f"  {key:<20} {value}")
-    show_table(lake / "blob_events", ["id", "eventType", "eventTime", "subject", "claimWindow", "shard"],
-               ["eventTime"])
-    show_table(lake / "blob_state", ["container", "blobName", "eventType", "isDeleted", "sequencer"],
-               ["container", "blobName"])
-    print(f"blob pipeline: {summary['eventsUnique'] / job_seconds:,.0f} events/s through spark-submit "
-          f"(JVM start included)")
-    code = cdf_demo(data) or crdb_demo(data)
-    print(f"\ndemo finished in {time.perf_counter() - started:.1f}s")
-    return code
+    for number, dag_id in enumerate((BLOB, CDF, CRDB), start=2):
+        step = Step(number, 5, f"airflow dags test {dag_id}")
+        log = logs / f"{dag_id}.log"
+        code = run_logged(["airflow", "dags", "test", dag_id], log, env, step)
+        report = last_summary(dag_id)
+        if code != 0 or not report:
+            step.done("failed")
+            return failed(log)
+        step.done("success")
+        print(f"      {describe(dag_id, report)}")
+
+    windows = truth.ready_windows()
+    expected = {"events": [e.id for e in truth.claimed(windows)],
+                "state": {subject: e.id for subject, e in truth.state(windows).items()},
+                "crdb": {topic: sorted(sink.live(topic)) for topic in ("customers", "orders")}}
+    (logs / "expected.json").write_text(json.dumps(expected))
+    step = Step(5, 5, "check every target against the generated ground truth")
+    log = logs / "check.log"
+    code = run_logged([sys.executable, str(ROOT / "scripts" / "demo_spark.py"), "check", str(data),
+                       str(logs / "expected.json")], log, env, step)
+    result = result_of(log)
+    if code != 0 or not result:
+        return failed(log)
+    step.done(", ".join(f"{name} {'✓' if same else '✗'}" for name, same in result["figures"].items()))
+
+    print(f"""
+Where to look
+  targets      {shown}/lake/blob_events, {shown}/lake/blob_state, {shown}/cdf/target, {shown}/lake/crdb/<topic>
+               (Delta with deletion vectors: read them with Spark or another reader that supports them)
+  summaries    each run's summary is the XCom of its commit task; the job summaries are under
+               {shown}/runs, {shown}/cdf_runs, {shown}/crdb_runs; full DAG logs in {shown}/logs
+  the UI       make ui, then http://localhost:8080 (user admin; password in
+               .airflow/simple_auth_manager_passwords.json.generated): Browse → Lakefeed pipelines
+demo finished in {time.perf_counter() - started:.0f}s""")
+    return 0 if result["check"] else 1
 
 
 if __name__ == "__main__":

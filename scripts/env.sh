@@ -14,5 +14,8 @@ export AIRFLOW__CORE__DAGS_FOLDER="$_root/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$_root/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
-export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[*]\"}}"
+# (Not "${VAR:-{…}}": its first "}" closes the expansion, so a second `source` appended a "}" and broke the JSON.)
+if [ -z "${AIRFLOW_CONN_SPARK_DEFAULT:-}" ]; then
+  export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'
+fi
 unset _root
