@@ -6,7 +6,8 @@ runs of the blob and CDF DAGs on local Spark, and Debian's chromium driven by Pl
   is then run by the scheduler, with the event's extra (windows, rows, version).
 - The monitor API refuses requests without a valid Airflow login; the page, reached from the navigation,
   shows the checkpoints, source positions and the run summaries' figures.
-- Both backfill forms are filled and submitted in the trigger dialog; the runs exist with that conf.
+- The backfill forms of the three DAGs are filled and submitted in the trigger dialog; the runs exist with
+  that conf.
 
 Screenshots land in ``$LAKEFEED_TEST_ARTIFACTS/ui`` (default ``data/test-artifacts/ui``).
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -33,6 +35,8 @@ pytestmark = [pytest.mark.integration]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 USER, PASSWORD = "admin", "ui-test-password"
 BLOB, CDF, DOWNSTREAM = "blob_changefeed_to_delta", "delta_cdf_to_delta", "lakefeed_events_downstream"
+CRDB = "cockroach_changefeed_to_delta"
+AFTER_RESOLVED, THROUGH_RESOLVED = "1773482400000000000.0000000000", "1773482700000000000.0000000000"
 SPEC = FeedSpec(hours=2, events_per_hour=300, shards=2, records_per_chunk=200, seed=14)
 
 
@@ -156,6 +160,23 @@ def test_the_downstream_dag_runs_on_the_events_tables_asset_event(stack, ran):
     assert applied == [events["extra"]]
 
 
+def test_each_changed_target_gets_one_asset_event_with_what_was_applied(stack, ran):
+    """Both DAGs' commit tasks emitted one event per changed table, with the run summary's figures."""
+    with sqlite3.connect(Path(stack["env"]["AIRFLOW_HOME"]) / "airflow.db") as db:
+        events = db.execute("SELECT asset.uri, asset_event.extra, asset_event.source_dag_id FROM asset_event "
+                            "JOIN asset ON asset.id = asset_event.asset_id").fetchall()
+    emitted = sorted((uri, json.loads(extra), dag_id) for uri, extra, dag_id in events)
+    expected = sorted((change["uri"], change["extra"], dag_id) for dag_id, (_, report) in
+                      ((BLOB, ran["blob"]), (CDF, ran["cdf"])) for change in report["targetsChanged"])
+    assert emitted == expected
+    assert {uri for uri, _, _ in emitted} == {table_uri(stack["blob"]["events_table"]),
+                                              table_uri(stack["blob"]["state_table"]),
+                                              table_uri(stack["cdf"]["pipelines"][0]["target_table"])}
+    [orders] = [extra for uri, extra, _ in emitted if uri.endswith("/orders")]
+    assert orders["rowsInserted"] == ran["cdf"][1]["pipelines"]["orders"]["inserted"] > 0
+    assert orders["versions"] == [[0, ran["cdf"][1]["pipelines"]["orders"]["appliedVersion"]]]
+
+
 def test_the_monitor_api_refuses_requests_without_a_login(stack):
     api = stack["api"]
     for path in ("/lakefeed/api/pipelines", "/lakefeed/"):
@@ -213,7 +234,7 @@ def test_the_monitor_page_shows_the_run_summaries(stack, ran):
         browser.close()
 
 
-def test_both_backfill_forms_create_runs_with_their_conf(stack, ran):
+def test_the_backfill_forms_create_runs_with_their_conf(stack, ran):
     from playwright.sync_api import sync_playwright
 
     api = stack["api"]
@@ -238,6 +259,12 @@ def test_both_backfill_forms_create_runs_with_their_conf(stack, ran):
         form.locator("[name=element_ending_version]").fill("2")
         page.screenshot(path=str(artefacts() / "cdf-backfill-form.png"), full_page=True)
         submit_trigger_form(form)
+
+        form = open_trigger_form(page, api.base, CRDB)
+        form.get_by_text("Backfill through (RESOLVED)").wait_for()
+        form.locator("[name=element_after_resolved]").fill(AFTER_RESOLVED)
+        form.locator("[name=element_through_resolved]").fill(THROUGH_RESOLVED)
+        submit_trigger_form(form)
         browser.close()
 
     token = api.login()
@@ -248,6 +275,10 @@ def test_both_backfill_forms_create_runs_with_their_conf(stack, ran):
                         60, "the CDF backfill run")
     assert cdf_runs[0]["conf"] == {"pipeline": "orders", "starting_version": 1, "ending_version": 2,
                                    "full_refresh": False}
+    crdb_runs = wait_for(lambda: [r for r in api.runs(token, CRDB) if (r.get("conf") or {}).get("after_resolved")],
+                         60, "the CockroachDB backfill run")
+    assert crdb_runs[0]["conf"] == {"after_resolved": AFTER_RESOLVED, "through_resolved": THROUGH_RESOLVED,
+                                    "reset_checkpoint": False}
 
 
 def log_in(page, base: str) -> None:
