@@ -15,6 +15,7 @@ Screenshots land in ``$LAKEFEED_TEST_ARTIFACTS/ui`` (default ``data/test-artifac
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import sqlite3
@@ -275,6 +276,8 @@ def test_the_backfill_forms_create_runs_with_their_conf(stack, ran):
                         60, "the CDF backfill run")
     assert cdf_runs[0]["conf"] == {"pipeline": "orders", "starting_version": 1, "ending_version": 2,
                                    "full_refresh": False}
+    for dag_id in (BLOB, CDF, CRDB):
+        assert api.call(f"/api/v2/dags/{dag_id}", token)[1]["is_paused"] is True, dag_id
     crdb_runs = wait_for(lambda: [r for r in api.runs(token, CRDB) if (r.get("conf") or {}).get("after_resolved")],
                          60, "the CockroachDB backfill run")
     assert crdb_runs[0]["conf"] == {"after_resolved": AFTER_RESOLVED, "through_resolved": THROUGH_RESOLVED,
@@ -290,11 +293,16 @@ def log_in(page, base: str) -> None:
 
 
 def open_trigger_form(page, base: str, dag_id: str):
-    """The DAG's trigger dialog (Single Run, with the DAG's params form), as a locator."""
+    """The DAG's trigger dialog (Single Run, with the DAG's params form), as a locator. The DAG stays
+    paused ("Unpause on trigger" unticked): the run is created and left queued, not run."""
     page.goto(f"{base}/dags/{dag_id}")
     page.get_by_role("button", name="Trigger").first.click()
     dialog = page.get_by_role("dialog")
     dialog.wait_for()
+    unpause = dialog.get_by_role("checkbox", name=re.compile("Unpause"))
+    if unpause.count() and unpause.is_checked():
+        dialog.get_by_text(re.compile(r"^Unpause .* on trigger$")).click()
+        assert not unpause.is_checked()
     return dialog
 
 
