@@ -71,7 +71,7 @@ def blob_changefeed_to_delta():
 
     wire_pipeline(sensor=wait_for_ready_window, plan=blob_tasks.plan_task, job_arguments=blob_tasks.arguments_task,
                   commit=blob_tasks.commit_task, plan_task_id="plan_windows", apply_task_id="ingest_windows",
-                  commit_task_id="commit_checkpoint", job_script=blob_tasks.JOB_SCRIPT,
+                  commit_task_id=blob_tasks.COMMIT_TASK_ID, job_script=blob_tasks.JOB_SCRIPT,
                   job_name="blob_changefeed_to_delta", config="lakefeed.blob")
 
 

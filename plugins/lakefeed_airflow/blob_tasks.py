@@ -51,6 +51,7 @@ from lakefeed_airflow.wasb_feed import feed_store
 log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "blob_changefeed_job.py")
+COMMIT_TASK_ID = "commit_checkpoint"  # the task whose XCom is the run summary (read by the monitor)
 SUMMED = ("chunkFiles", "emptyChunkFiles", "bytesRead", "recordsRead", "recordsClaimed", "controlDropped",
           "eventsClaimed", "strays", "duplicatesRemoved", "eventsUnique", "eventsInserted", "stateInserted",
           "stateUpdated", "commitsMade", "eventsBytesWritten", "stateBytesWritten", "stateFilesRewritten",

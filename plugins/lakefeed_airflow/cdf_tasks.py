@@ -47,6 +47,7 @@ from lakefeed_airflow.runs import (
 log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "delta_cdf_job.py")
+COMMIT_TASK_ID = "commit_checkpoints"  # the task whose XCom is the run summary (read by the monitor)
 CHANGES, FULL_REFRESH = "changes", FULL_REFRESH_MODE
 SUMMED = ("rowsRead", "keysChanged", "inserted", "updated", "deleted", "unchanged", "bytesWritten", "filesRewritten",
           "rowsCopied")

@@ -42,6 +42,7 @@ from lakefeed_airflow.wasb_feed import feed_store
 log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "cockroach_changefeed_job.py")
+COMMIT_TASK_ID = "commit_checkpoint"  # the task whose XCom is the run summary (read by the monitor)
 ORIGIN = Hlc(0, 0)  # the position before the sink's first file
 SUMMED = ("files", "bytesRead", "messagesRead", "duplicatesDropped", "supersededInBatch", "staleSkipped", "inserted",
           "updated", "deleted", "commitsMade")

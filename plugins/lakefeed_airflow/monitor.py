@@ -19,7 +19,6 @@ log = logging.getLogger(__name__)
 
 RUNS_SHOWN = 20
 BLOB_DAG, CDF_DAG, CRDB_DAG = "blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"
-COMMIT_TASKS = {BLOB_DAG: "commit_checkpoint", CDF_DAG: "commit_checkpoints", CRDB_DAG: "commit_checkpoint"}
 
 
 def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, Any], dict | None]]:
@@ -36,12 +35,18 @@ def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, An
         reports = {}
         if runs:
             rows = session.scalars(select(XComModel).where(
-                XComModel.dag_id == dag_id, XComModel.task_id == COMMIT_TASKS[dag_id],
+                XComModel.dag_id == dag_id, XComModel.task_id == _commit_task(dag_id),
                 XComModel.key == "return_value", XComModel.map_index == -1,
                 XComModel.run_id.in_([r.run_id for r in runs]))).all()
             reports = {row.run_id: XComModel.deserialize_value(row) for row in rows}
         return [(run_base(r.run_id, _text(r.run_type), _text(r.state), r.start_date, r.end_date),
                  _as_report(reports.get(r.run_id))) for r in runs]
+
+
+def _commit_task(dag_id: str) -> str:
+    from lakefeed_airflow import blob_tasks, cdf_tasks, crdb_tasks
+
+    return {BLOB_DAG: blob_tasks, CDF_DAG: cdf_tasks, CRDB_DAG: crdb_tasks}[dag_id].COMMIT_TASK_ID
 
 
 def _text(value: Any) -> str:
