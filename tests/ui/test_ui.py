@@ -204,7 +204,9 @@ def test_the_monitor_page_shows_the_run_summaries(stack, ran):
         # Reached from the navigation: Browse → Lakefeed pipelines.
         page.get_by_role("button", name="Browse").click()
         page.get_by_role("menuitem", name="Lakefeed pipelines").click()
-        page.wait_for_url(f"{api.base}/plugin/lakefeed")
+        # The UI mirrors the iframe's own path into its URL once the page loads (/plugin/lakefeed becomes
+        # /plugin/lakefeed/lakefeed/, a deep link): either may be current when this looks.
+        page.wait_for_url(re.compile(re.escape(f"{api.base}/plugin/lakefeed") + r"(/.*)?$"))
         monitor = page.frame_locator("iframe")
         monitor.locator("body[data-loaded=true]").wait_for(timeout=60_000)
 
@@ -232,6 +234,11 @@ def test_the_monitor_page_shows_the_run_summaries(stack, ran):
         assert monitor.locator("[data-testid=lag-chart-blob]").get_attribute("data-points") == "1"
         monitor.locator("[data-testid=card-cockroach]").wait_for()
         page.screenshot(path=str(artefacts() / "monitor.png"), full_page=True)
+
+        # The address the UI settled on is a link a user can bookmark: opened afresh, it shows the page.
+        page.goto(page.url)
+        monitor.locator("body[data-loaded=true]").wait_for(timeout=60_000)
+        assert figure("checkpoint-blob") == blob_report["watermark"]
         browser.close()
 
 
