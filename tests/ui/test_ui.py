@@ -198,8 +198,7 @@ def test_the_monitor_page_shows_the_run_summaries(stack, ran):
     orders = cdf_report["pipelines"]["orders"]
     blob_checkpoint = variable(env, "lakefeed_blob_checkpoint")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        browser, page = open_browser(playwright, width=1500)
         log_in(page, api.base)
         # Reached from the navigation: Browse → Lakefeed pipelines.
         page.get_by_role("button", name="Browse").click()
@@ -208,7 +207,7 @@ def test_the_monitor_page_shows_the_run_summaries(stack, ran):
         # /plugin/lakefeed/lakefeed/, a deep link): either may be current when this looks.
         page.wait_for_url(re.compile(re.escape(f"{api.base}/plugin/lakefeed") + r"(/.*)?$"))
         monitor = page.frame_locator("iframe")
-        monitor.locator("body[data-loaded=true]").wait_for(timeout=60_000)
+        monitor.locator("body[data-loaded=true]").wait_for()
 
         def figure(testid: str) -> str:
             return monitor.locator(f"[data-testid={testid}] .value").inner_text().strip()
@@ -237,7 +236,7 @@ def test_the_monitor_page_shows_the_run_summaries(stack, ran):
 
         # The address the UI settled on is a link a user can bookmark: opened afresh, it shows the page.
         page.goto(page.url)
-        monitor.locator("body[data-loaded=true]").wait_for(timeout=60_000)
+        monitor.locator("body[data-loaded=true]").wait_for()
         assert figure("checkpoint-blob") == blob_report["watermark"]
         browser.close()
 
@@ -248,8 +247,7 @@ def test_the_backfill_forms_create_runs_with_their_conf(stack, ran):
     api = stack["api"]
     window_start, window_end = format_time(SPEC.start), format_time(SPEC.last_consumable)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        browser, page = open_browser(playwright, width=1400)
         log_in(page, api.base)
 
         form = open_trigger_form(page, api.base, BLOB)
@@ -291,12 +289,21 @@ def test_the_backfill_forms_create_runs_with_their_conf(stack, ran):
                                     "reset_checkpoint": False}
 
 
+def open_browser(playwright, width: int):
+    """Headless chromium and a page whose waits allow for a loaded CI machine (60 s, not Playwright's 30 s):
+    the api-server shares two cores with Spark jobs in the other xdist worker."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    page = browser.new_page(viewport={"width": width, "height": 1100})
+    page.set_default_timeout(60_000)
+    return browser, page
+
+
 def log_in(page, base: str) -> None:
     page.goto(f"{base}/")
     page.get_by_label("Username").fill(USER)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{base}/", timeout=30_000)
+    page.wait_for_url(f"{base}/")
 
 
 def open_trigger_form(page, base: str, dag_id: str):
@@ -315,4 +322,4 @@ def open_trigger_form(page, base: str, dag_id: str):
 
 def submit_trigger_form(dialog) -> None:
     dialog.get_by_role("button", name="Trigger").click()
-    dialog.wait_for(state="detached", timeout=30_000)
+    dialog.wait_for(state="detached")
