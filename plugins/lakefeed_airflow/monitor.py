@@ -159,10 +159,15 @@ def crdb_card() -> dict[str, Any]:
                  rows=[crdb_row(base, report) for base, report in recent_runs(CRDB_DAG)], error=error)
 
 
-def overview() -> dict[str, Any]:
-    """Every configured pipeline's card (a config that cannot be read is shown as that card's error)."""
+def overview(readable: Callable[[str], bool] = lambda dag_id: True) -> dict[str, Any]:
+    """The card of every configured pipeline whose DAG's runs ``readable(dag_id)`` allows (a config that
+    cannot be read is shown as that card's error); nothing is read for a pipeline that is not shown."""
     cards = []
-    for key, build in (("blob", lambda: [blob_card()]), ("cdf", cdf_cards), ("cockroach", lambda: [crdb_card()])):
+    for key, dag_id, build in (("blob", BLOB_DAG, lambda: [blob_card()]), ("cdf", CDF_DAG, cdf_cards),
+                               ("cockroach", CRDB_DAG, lambda: [crdb_card()])):
+        if not readable(dag_id):
+            continue
         built, error = _guarded(build)
-        cards.extend(built or [{"key": key, "title": key, "error": error, "runs": [], "failedBatches": []}])
+        cards.extend(built or [{"key": key, "dagId": dag_id, "title": key, "error": error, "runs": [],
+                                "failedBatches": []}])
     return {"generatedAt": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"), "pipelines": cards}

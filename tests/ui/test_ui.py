@@ -35,6 +35,7 @@ from tests.fullstack.services import airflow, airflow_services, free_port
 pytestmark = [pytest.mark.integration]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 USER, PASSWORD = "admin", "ui-test-password"
+CDF_VIEWER = "cdf_viewer"  # may read the CDF DAG only (tests/ui/auth_manager.py)
 BLOB, CDF, DOWNSTREAM = "blob_changefeed_to_delta", "delta_cdf_to_delta", "lakefeed_events_downstream"
 CRDB = "cockroach_changefeed_to_delta"
 AFTER_RESOLVED, THROUGH_RESOLVED = "1773482400000000000.0000000000", "1773482700000000000.0000000000"
@@ -76,8 +77,8 @@ class Api:
         except ValueError:
             return status, text
 
-    def login(self) -> str:
-        status, body = self.call("/auth/token", body={"username": USER, "password": PASSWORD})
+    def login(self, user: str = USER) -> str:
+        status, body = self.call("/auth/token", body={"username": user, "password": PASSWORD})
         assert status in (200, 201), body
         return body["access_token"]
 
@@ -102,7 +103,7 @@ def stack(tmp_path_factory, spark):
     for dag_file in [*(ROOT / "dags").glob("*.py"), ROOT / "include" / "examples" / "events_downstream_dag.py"]:
         (dags / dag_file.name).symlink_to(dag_file)
     passwords = folder / "passwords.json"
-    passwords.write_text(json.dumps({USER: PASSWORD}))
+    passwords.write_text(json.dumps({USER: PASSWORD, CDF_VIEWER: PASSWORD}))
     port = free_port()
     blob_config = {"feed_root": str(folder / "feed"), "events_table": str(folder / "lake" / "events"),
                    "state_table": str(folder / "lake" / "state"), "run_dir": str(folder / "runs"),
@@ -115,7 +116,9 @@ def stack(tmp_path_factory, spark):
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="True",
         AIRFLOW__CORE__EXECUTOR="LocalExecutor",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
+        AIRFLOW__CORE__AUTH_MANAGER="tests.ui.auth_manager.DagGrantsAuthManager",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin,{CDF_VIEWER}:viewer",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(passwords),
         AIRFLOW__API_AUTH__JWT_SECRET="ui-test-only-jwt-secret",
         AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
@@ -187,6 +190,16 @@ def test_the_monitor_api_refuses_requests_without_a_login(stack):
     assert status == 200 and {p["key"] for p in body["pipelines"]} >= {"blob", "cdf:orders", "cockroach"}
     text = json.dumps(body)
     assert PASSWORD not in text and "ui-test-only-jwt-secret" not in text
+
+
+def test_the_monitor_shows_a_user_only_the_pipelines_of_dags_they_may_read(stack):
+    api = stack["api"]
+    token = api.login(CDF_VIEWER)
+    assert api.call(f"/api/v2/dags/{BLOB}/dagRuns", token)[0] == 403  # the grant, as the core API applies it
+    status, body = api.call("/lakefeed/api/pipelines", token)
+    assert status == 200, body
+    assert [(p["key"], p["dagId"]) for p in body["pipelines"]] == [("cdf:orders", CDF)]
+    assert stack["blob"]["feed_root"] not in json.dumps(body)
 
 
 def test_the_monitor_page_shows_the_run_summaries(stack, ran):
