@@ -23,6 +23,12 @@ CONFLICT_ATTEMPTS = 8
 UPDATED_IN_PLACE = {"delta.enableDeletionVectors": "true"}
 # Delta's answers when two writers create one table at once: retried like a commit conflict.
 CREATION_RACES = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_ALREADY_EXISTS")
+# ... and, from ``createIfNotExists`` only, when the other writer's log appeared between its own checks.
+CREATE_IF_NOT_EXISTS_RACES = ("DELTA_TABLE_NOT_FOUND",)
+
+
+class TableCreationRace(RuntimeError):
+    """Another writer created the table while this one did: retried like a commit conflict."""
 
 
 def table_location(path: str) -> str:
@@ -46,7 +52,12 @@ def ensure_table(spark, path: str, schema, partition_by: tuple[str, ...] = (),
             builder = builder.partitionedBy(*partition_by)
         for key, value in properties.items():
             builder = builder.property(key, value)
-        builder.execute()
+        try:
+            builder.execute()
+        except Exception as exc:
+            if any(code in str(exc) for code in CREATE_IF_NOT_EXISTS_RACES):
+                raise TableCreationRace(f"{path}: created by another writer at the same time") from exc
+            raise
     elif properties:
         current = {row["key"]: row["value"] for row in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
         missing = {k: v for k, v in properties.items() if current.get(k) != v}
@@ -106,7 +117,7 @@ def tagged_write(spark, path: str, metadata: dict, write: Callable[[], None], *,
 
 def _creation_race(exc: Exception) -> bool:
     """Another writer was creating the table at the same moment (its first commit not yet visible)."""
-    return any(code in str(exc) for code in CREATION_RACES)
+    return isinstance(exc, TableCreationRace) or any(code in str(exc) for code in CREATION_RACES)
 
 
 def find_commit(spark, path: str, after_version: int, token: str, depth: int = 100) -> dict | None:

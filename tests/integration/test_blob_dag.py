@@ -175,6 +175,11 @@ def test_a_backfill_and_a_scheduled_run_at_once_converge(spark, pipeline):
     # Both MERGE the same windows into the same tables: Delta's conflicts are retried in the jobs, and
     # the checkpoint moves once, by the scheduled run.
     scheduled = start_dags_test(env, DAG, log=base / "scheduled.log")
+    # The backfill starts once the scheduled run exists: two `dags test` processes syncing the parsed DAG
+    # into one SQLite file at the same instant can collide (a harness limit; production runs on Postgres).
+    # Both runs' Spark jobs still overlap.
+    wait_for(lambda: "run_id=manual__" in (base / "scheduled.log").read_text() or scheduled.poll() is not None,
+             300, "the scheduled run to start")
     backfill = start_dags_test(env, DAG, {"window_start": format_time(spec.start - HOUR),
                                           "window_end": format_time(spec.last_consumable)}, log=base / "backfill.log")
     try:
