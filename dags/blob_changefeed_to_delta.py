@@ -21,8 +21,16 @@ feed, starts):
 records the feed and targets anew: the way on when a run refuses a checkpoint
 made on another feed, or a target that was dropped, recreated or restored.
 
-A job that refuses its input (exit code 2: corrupt Avro, bad manifest) fails
-without retry; transient failures retry with backoff.
+**Retention:** a run stops, naming the windows that may be missing events,
+when the change feed's retention deleted segments or chunk files before they
+were read; `acknowledge_data_loss` goes on from what remains and records the
+windows given up in the run summary.
+
+**Adopting tables:** with an empty checkpoint a run refuses targets holding
+rows this pipeline did not write; `adopt_targets` merges into them anyway.
+
+A job that refuses its input (exit code 2: corrupt Avro, bad manifest, a shard
+lost to retention) fails without retry; transient failures retry with backoff.
 
 **Configuration:** the `lakefeed_blob_config` Variable (JSON; keys in
 `include/lakefeed/config.py`), defaulting to the demo feed under `data/demo`.
@@ -72,7 +80,7 @@ def blob_changefeed_to_delta():
     wire_pipeline(sensor=wait_for_ready_window, plan=blob_tasks.plan_task, job_arguments=blob_tasks.arguments_task,
                   commit=blob_tasks.commit_task, plan_task_id="plan_windows", apply_task_id="ingest_windows",
                   commit_task_id=blob_tasks.COMMIT_TASK_ID, job_script=blob_tasks.JOB_SCRIPT,
-                  job_name="blob_changefeed_to_delta", config="lakefeed.blob")
+                  job_name="blob_changefeed_to_delta")
 
 
 blob_changefeed_to_delta()

@@ -15,6 +15,10 @@ RESOLVED timestamp of the contiguous prefix of finished batches. One Delta table
 **Reset:** `reset_checkpoint` applies the sink again from its first file and records the sink and
 tables anew: the way on when a run refuses a checkpoint of another sink or a replaced topic table.
 
+A `target_root` other than the checkpoint's stops the run naming both (reset to
+apply the sink into the new folder); with an empty checkpoint, topic tables that
+hold rows this pipeline did not write are refused unless `adopt_targets` is set.
+
 **Configuration:** the `lakefeed_crdb_config` Variable (JSON; keys in `include/lakefeed/config.py`),
 defaulting to the demo sink under `data/demo`.
 """
@@ -51,6 +55,7 @@ def cockroach_changefeed_to_delta():
         sink_root="{{ lakefeed.crdb.sink_root }}",
         checkpoint_variable="{{ lakefeed.crdb.checkpoint_variable }}",
         wasb_conn_id="{{ lakefeed.crdb.wasb_conn_id or '' }}",
+        target_root="{{ lakefeed.crdb.target_root }}",
         poke_seconds="{{ lakefeed.crdb.sensor_poke_seconds }}",
         timeout_seconds="{{ lakefeed.crdb.sensor_timeout_seconds }}",
         skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.through_resolved "
@@ -62,7 +67,7 @@ def cockroach_changefeed_to_delta():
     wire_pipeline(sensor=wait_for_resolved, plan=crdb_tasks.plan_task, job_arguments=crdb_tasks.arguments_task,
                   commit=crdb_tasks.commit_task, plan_task_id="plan_ranges", apply_task_id="apply_ranges",
                   commit_task_id=crdb_tasks.COMMIT_TASK_ID, job_script=crdb_tasks.JOB_SCRIPT,
-                  job_name="cockroach_changefeed_to_delta", config="lakefeed.crdb")
+                  job_name="cockroach_changefeed_to_delta")
 
 
 cockroach_changefeed_to_delta()

@@ -25,6 +25,11 @@ that version, even when it was ahead (the next run applies the versions after
 it again): the way on after change data was vacuumed, CDF was enabled late, or
 a run refused a source or target that was recreated behind the checkpoint.
 
+A missing source, versions cleaned from the source's log, or keys/columns
+other than the checkpoint's stop the run naming them; with an empty checkpoint
+a first run refuses a target holding rows it did not write unless
+`adopt_targets` is set.
+
 **Configuration:** the `lakefeed_cdf_config` Variable (JSON; keys in
 `include/lakefeed/config.py`), defaulting to the demo source `data/demo/cdf/source`.
 """
@@ -69,8 +74,8 @@ def delta_cdf_to_delta():
 
     wire_pipeline(sensor=wait_for_new_versions, plan=cdf_tasks.plan_task, job_arguments=cdf_tasks.arguments_task,
                   commit=cdf_tasks.commit_task, plan_task_id="plan_ranges", apply_task_id="apply_ranges",
-                  commit_task_id=cdf_tasks.COMMIT_TASK_ID, job_script=cdf_tasks.JOB_SCRIPT, job_name="delta_cdf_to_delta",
-                  config="lakefeed.cdf", reads_azure=False)
+                  commit_task_id=cdf_tasks.COMMIT_TASK_ID, job_script=cdf_tasks.JOB_SCRIPT,
+                  job_name="delta_cdf_to_delta", reads_azure=False)
 
 
 delta_cdf_to_delta()

@@ -8,7 +8,10 @@
 Processes every hourly grid window in [window-start, window-end). A window T
 that is not ready (lastConsumable < T + 1h) is refused: exit code 2, nothing
 written. Bad input (corrupt Avro, malformed manifest, unknown schemaVersion)
-also exits 2 with a message naming the file; other failures exit 1.
+also exits 2 with a message naming the file; other failures exit 1. So does
+data loss: a shard folder of a segment read that holds no chunk file (its
+chunk files deleted by retention); --acknowledge-data-loss skips such shards
+and lists them in the summary's missingShards.
 --summary-json writes the run summary (counts, table versions) to a file
 (on exit 2, the reason to FILE's stem + ".refused.json").
 """
@@ -27,7 +30,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
 
 from lakefeed.blob.timegrid import parse_time
 from lakefeed.config import DECODERS
-from lakefeed.jobs import run_spark_job
+from lakefeed.jobs import add_pipeline_id_argument, run_spark_job
 
 log = logging.getLogger("blob_changefeed_job")
 
@@ -45,6 +48,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="auto: the columnar decoder (arrow-avro) for chunk files whose writer schema the "
                              "superset represents exactly, fastavro record by record for the rest; python: "
                              "fastavro record by record for every file")
+    parser.add_argument("--acknowledge-data-loss", action="store_true",
+                        help="apply what remains when a segment read names shard folders holding no chunk file "
+                             "(deleted by retention): skip them and list them in the summary's missingShards; "
+                             "without it such a run is refused (exit 2)")
+    add_pipeline_id_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -61,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     def prepare():
         from lakefeed.blob.job import plan
 
-        return plan(args.feed_root, args.window_start, args.window_end)
+        return plan(args.feed_root, args.window_start, args.window_end,
+                    acknowledge_data_loss=args.acknowledge_data_loss)
 
     def work(spark, run_plan):
         from lakefeed.blob.job import format_summary, run
@@ -70,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("summary\n%s", format_summary(summary))
         return summary
 
-    return run_spark_job("blob_changefeed_to_delta", args.summary_json, prepare, work)
+    return run_spark_job("blob_changefeed_to_delta", args.summary_json, prepare, work, args.pipeline_id)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
 
 from lakefeed.crdb.hlc import Hlc
-from lakefeed.jobs import run_spark_job
+from lakefeed.jobs import add_pipeline_id_argument, run_spark_job
 
 log = logging.getLogger("cockroach_changefeed_job")
 
@@ -63,6 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--late-file-lookback-hours", type=float, default=24.0,
                         help="how far before --after-resolved to look for files named late (default 24)")
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
+    add_pipeline_id_argument(parser)
     return parser.parse_args(argv)
 
 
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("summary\n%s", format_summary(summary))
         return summary
 
-    return run_spark_job("cockroach_changefeed_to_delta", args.summary_json, prepare, work)
+    return run_spark_job("cockroach_changefeed_to_delta", args.summary_json, prepare, work, args.pipeline_id)
 
 
 if __name__ == "__main__":

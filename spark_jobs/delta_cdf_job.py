@@ -28,7 +28,7 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
 
-from lakefeed.jobs import run_spark_job
+from lakefeed.jobs import add_pipeline_id_argument, run_spark_job
 
 
 def _names(text: str) -> list[str]:
@@ -49,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--full-refresh", action="store_true", help="rebuild the target from a source snapshot")
     parser.add_argument("--version", type=int, help="with --full-refresh: snapshot version (default latest)")
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
+    add_pipeline_id_argument(parser)
     args = parser.parse_args(argv)
     if not args.full_refresh and (args.starting_version is None or args.ending_version is None):
         parser.error("--starting-version and --ending-version are required (or --full-refresh)")
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(spark, args.source_table, args.target_table, args.keys, args.starting_version,
                    args.ending_version, args.columns)
 
-    return run_spark_job("delta_cdf_to_delta", args.summary_json, lambda: None, work)
+    return run_spark_job("delta_cdf_to_delta", args.summary_json, lambda: None, work, args.pipeline_id)
 
 
 if __name__ == "__main__":

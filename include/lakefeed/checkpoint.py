@@ -32,7 +32,7 @@ CHECKPOINT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
 __all__ = ["BlobCheckpoint", "CdfCheckpoint", "CrdbCheckpoint", "CheckpointError", "CheckpointMismatchError", "TableMark",
-           "verify_feed", "verify_table"]
+           "verify_definition", "verify_feed", "verify_table"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,12 @@ class BlobCheckpoint(_Moves):
     ``last_consumable`` is the feed's lastConsumable last seen; it must never
     move backwards. ``grid_minute`` is the minute past the hour the feed's
     windows start at (shown in the backfill form).
+
+    Retention (:mod:`lakefeed.blob.retention`): ``next_segment`` is the oldest
+    segment the windows from ``watermark`` on read (a segment starting at or after
+    ``watermark - 1h``) among those listed up to ``segments_listed_through``; None
+    when that listing found none. ``segments_listed_through`` None: never listed
+    (a checkpoint written before these fields).
     """
 
     watermark: datetime | None = None
@@ -126,6 +132,8 @@ class BlobCheckpoint(_Moves):
     feed: str | None = None
     grid_minute: int | None = None
     targets: dict[str, TableMark] = field(default_factory=dict)
+    next_segment: datetime | None = None
+    segments_listed_through: datetime | None = None
     generation: int = 0
     updated_by: str | None = None
 
@@ -136,6 +144,9 @@ class BlobCheckpoint(_Moves):
             "feed": self.feed,
             "gridMinute": self.grid_minute,
             "targets": {location: mark.to_dict() for location, mark in sorted(self.targets.items())},
+            "nextSegment": format_time(self.next_segment) if self.next_segment else None,
+            "segmentsListedThrough": format_time(self.segments_listed_through) if self.segments_listed_through
+            else None,
             "generation": self.generation,
             "updatedBy": self.updated_by,
         })
@@ -154,6 +165,9 @@ class BlobCheckpoint(_Moves):
             feed=_string_or_none(document, "feed", where),
             grid_minute=grid_minute,
             targets=_targets_from(document, where),
+            next_segment=_time_or_none(document.get("nextSegment"), where, "nextSegment"),
+            segments_listed_through=_time_or_none(document.get("segmentsListedThrough"), where,
+                                                  "segmentsListedThrough"),
             generation=document.get("generation", 0),
             updated_by=document.get("updatedBy"),
         )
@@ -162,12 +176,16 @@ class BlobCheckpoint(_Moves):
 @dataclass(frozen=True)
 class CdfCheckpoint(_Moves):
     """Every version up to ``applied_version`` of the source table ``source_id`` is in ``targets``
-    (``applied_version`` None: nothing yet)."""
+    (``applied_version`` None: nothing yet), shaped by ``keys`` and ``columns`` (the target's definition:
+    key columns, and the selected source columns or None for all of them). ``keys`` None: not recorded
+    (a checkpoint written before the definition was part of its identity)."""
 
     applied_version: int | None = None
     source: str | None = None
     source_id: str | None = None
     targets: dict[str, TableMark] = field(default_factory=dict)
+    keys: tuple[str, ...] | None = None
+    columns: tuple[str, ...] | None = None
     generation: int = 0
     updated_by: str | None = None
 
@@ -177,6 +195,8 @@ class CdfCheckpoint(_Moves):
             "source": self.source,
             "sourceTableId": self.source_id,
             "targets": {location: mark.to_dict() for location, mark in sorted(self.targets.items())},
+            "keys": list(self.keys) if self.keys is not None else None,
+            "columns": list(self.columns) if self.columns is not None else None,
             "generation": self.generation,
             "updatedBy": self.updated_by,
         })
@@ -194,6 +214,8 @@ class CdfCheckpoint(_Moves):
             source=_string_or_none(document, "source", where),
             source_id=_string_or_none(document, "sourceTableId", where),
             targets=_targets_from(document, where),
+            keys=_names_or_none(document, "keys", where),
+            columns=_names_or_none(document, "columns", where),
             generation=document.get("generation", 0),
             updated_by=document.get("updatedBy"),
         )
@@ -202,11 +224,13 @@ class CdfCheckpoint(_Moves):
 @dataclass(frozen=True)
 class CrdbCheckpoint(_Moves):
     """Every data file of the sink ``sink`` up to the RESOLVED file at ``resolved`` is in the topic tables
-    ``targets`` (``resolved`` None: nothing yet)."""
+    ``targets``, all under ``target_root`` (``resolved`` None: nothing yet; ``target_root`` None: not
+    recorded, a checkpoint written before it was)."""
 
     resolved: str | None = None
     sink: str | None = None
     targets: dict[str, TableMark] = field(default_factory=dict)
+    target_root: str | None = None
     generation: int = 0
     updated_by: str | None = None
 
@@ -214,6 +238,7 @@ class CrdbCheckpoint(_Moves):
         return _dump("cockroach_changefeed", {
             "resolved": self.resolved,
             "sink": self.sink,
+            "targetRoot": self.target_root,
             "targets": {location: mark.to_dict() for location, mark in sorted(self.targets.items())},
             "generation": self.generation,
             "updatedBy": self.updated_by,
@@ -233,7 +258,8 @@ class CrdbCheckpoint(_Moves):
             except ValueError:
                 raise CheckpointError(f"checkpoint {where}: resolved {resolved!r} is not <wall>.<logical>") from None
         return cls(resolved=resolved, sink=_string_or_none(document, "sink", where),
-                   targets=_targets_from(document, where), generation=document.get("generation", 0),
+                   targets=_targets_from(document, where), target_root=_string_or_none(document, "targetRoot", where),
+                   generation=document.get("generation", 0),
                    updated_by=document.get("updatedBy"))
 
 
@@ -244,6 +270,22 @@ def verify_feed(recorded: str | None, current: str, variable: str, remedy: str) 
             f"checkpoint {variable} belongs to the feed {recorded}, but this pipeline now reads {current}: "
             f"its watermark says nothing about this feed. Point the configuration back at {recorded}, or {remedy}."
         )
+
+
+def verify_definition(what: str, recorded: Any, current: Any, variable: str, remedy: str) -> None:
+    """Refuse to go on when a definition that shapes the targets (a CDF pipeline's keys or columns, the
+    CockroachDB target root) differs from the one the checkpoint was made with (None: not recorded)."""
+    if recorded is not None and recorded != current:
+        raise CheckpointMismatchError(
+            f"checkpoint {variable} was made with {what} {_shown(recorded)}, but the configuration now says "
+            f"{_shown(current)}: the targets hold rows shaped by the old definition, and going on would mix two. "
+            f"Put the configuration back to {_shown(recorded)}, or {remedy}.")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return "all columns" if value is None else str(value)
 
 
 def verify_table(role: str, location: str, recorded_id: str | None, mark: TableMark | None,
@@ -279,6 +321,15 @@ def verify_table(role: str, location: str, recorded_id: str | None, mark: TableM
         raise CheckpointMismatchError(
             f"{prefix} was at version {mark.version}, but version {version} RESTOREd it to {restored}: work the "
             f"checkpoint counts was undone. To rebuild it, {remedy}.")
+
+
+def _names_or_none(document: dict, name: str, where: str) -> tuple[str, ...] | None:
+    value = document.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise CheckpointError(f"checkpoint {where}: {name} must be a list of column names, got {value!r}")
+    return tuple(value)
 
 
 def _time_or_none(value, where: str, name: str) -> datetime | None:

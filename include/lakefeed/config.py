@@ -8,7 +8,7 @@ imports Airflow. Unknown keys and wrong types are errors that name the key.
 from __future__ import annotations
 
 import os
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +152,12 @@ class CrdbConfig:
             raise ConfigError(f"{where}: parquet_keys must map each topic to its primary key columns")
         _check_spark_settings(config.spark_conf, config.spark_job_timeout_minutes, where)
         return config
+
+
+def as_mapping(config: BlobPipelineConfig | CdfConfig | CrdbConfig) -> dict[str, Any]:
+    """A configuration as the JSON mapping it was read from (defaults filled in): what a run's plan carries,
+    so every later task of the run works from the configuration the plan read, never from a newer edit."""
+    return asdict(config)
 
 
 def _check_spark_settings(spark_conf: dict | None, timeout_minutes: float, where: str) -> None:

@@ -68,10 +68,16 @@ def ensure_table(spark, path: str, schema, partition_by: tuple[str, ...] = (),
     return DeltaTable.forPath(spark, path)
 
 
+# Tags every commit of this process carries besides its own metadata: the job's ``--pipeline-id`` (the
+# checkpoint Variable of the pipeline that runs it) as ``pipelineId``, set by the spark-submit entry points.
+COMMIT_TAGS: dict[str, str] = {}
+
+
 @contextmanager
 def commit_metadata(spark, metadata: dict) -> Iterator[None]:
-    """Tag the Delta commits made inside the block with ``metadata`` (JSON ``userMetadata``)."""
-    spark.conf.set(USER_METADATA_CONF, json.dumps(metadata, sort_keys=True))
+    """Tag the Delta commits made inside the block with ``metadata`` and :data:`COMMIT_TAGS` (JSON
+    ``userMetadata``)."""
+    spark.conf.set(USER_METADATA_CONF, json.dumps({**COMMIT_TAGS, **metadata}, sort_keys=True))
     try:
         yield
     finally:

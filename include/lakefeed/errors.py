@@ -32,6 +32,12 @@ class ChangeDataError(FeedError):
     """A version range whose change data cannot be read as asked; the message says what to do."""
 
 
+class DataLossError(FeedError):
+    """Data the pipeline still needs can no longer be read (change feed segments or chunk files removed by
+    retention, versions cleaned from a Delta log); the message names the hours or versions and the explicit
+    acknowledgement that moves on past them."""
+
+
 class ConfigError(Refusal, ValueError):
     """Pipeline configuration with an unknown key or a value of the wrong type."""
 

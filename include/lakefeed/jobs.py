@@ -44,17 +44,29 @@ def _write_atomically(target: Path, document: dict) -> None:
     partial.replace(target)
 
 
+def add_pipeline_id_argument(parser: Any) -> None:
+    """``--pipeline-id``, which every entry point takes: the DAGs pass the pipeline's checkpoint Variable."""
+    parser.add_argument("--pipeline-id", help="name of the pipeline running this job (the DAGs pass its checkpoint "
+                                              "Variable); recorded as pipelineId in every commit's userMetadata, "
+                                              "so a first run can tell a table it wrote from one it did not")
+
+
 def run_spark_job(app_name: str, summary_path: str | None, prepare: Callable[[], Any],
-                  work: Callable[[Any, Any], Any]) -> int:
+                  work: Callable[[Any, Any], Any], pipeline_id: str | None = None) -> int:
     """``main()`` of every spark-submit entry point: the exit-code contract in one place.
 
     ``prepare()`` runs before Spark starts (cheap checks: a refused range costs no JVM);
     ``work(spark, prepared)`` returns the summary (a dataclass with ``to_dict``). A
     :class:`~lakefeed.errors.Refusal` from either exits 2, with its reason logged and left next
     to the summary path; nothing was written. Anything else propagates (exit 1, retried).
+    ``pipeline_id`` tags every Delta commit the job makes (:data:`lakefeed.delta.COMMIT_TAGS`).
     """
+    from lakefeed.delta import COMMIT_TAGS
     from lakefeed.errors import Refusal
+    from lakefeed.targets import PIPELINE_ID
 
+    if pipeline_id:
+        COMMIT_TAGS[PIPELINE_ID] = pipeline_id
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger(app_name)

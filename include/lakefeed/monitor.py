@@ -43,6 +43,7 @@ class RunRow:
     lag: float | None = None
     failedBatches: list = field(default_factory=list)
     targetsChanged: list = field(default_factory=list)
+    refused: str | None = None          # why the run's plan refused it (no job ran): a data loss, a moved target
 
     @property
     def throughput(self) -> float | None:

@@ -3,10 +3,15 @@ applied, and the check that they are still the tables the checkpoint was made on
 
 from __future__ import annotations
 
+import json
+
 from lakefeed.checkpoint import TableMark, verify_table
 from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.errors import CheckpointMismatchError
 from lakefeed.storage import Store
+
+PIPELINE_ID = "pipelineId"  # the userMetadata key naming the pipeline (its checkpoint Variable) that wrote a commit
+_DATA_ACTIONS = ("add", "remove", "cdc")
 
 
 def table_state(location: str, restores_after: int | None = None) -> TableState | None:
@@ -36,3 +41,60 @@ def verify_targets(recorded: dict[str, TableMark], targets: dict[str, str], wher
                     f"or {remedy}.")
             continue
         verify_table(role, location, None, mark, table_state(location, restores_after=mark.version), where, remedy)
+
+
+def foreign_write(location: str, pipeline_id: str) -> str | None:
+    """Why the Delta table at ``location`` holds rows this pipeline did not write (None: it holds none, or
+    every commit that changed its data carries ``pipelineId = pipeline_id`` in its ``userMetadata``).
+
+    Reads every commit of the log (JVM-free); called only while a checkpoint is empty, so a first run
+    never MERGEs into a table another tool, or this pipeline under another checkpoint, filled."""
+    delta_log = DeltaLog(Store(location))
+    versions = delta_log.commit_versions()
+    if not versions:
+        return None
+    if versions[0] != 0:
+        return (f"its log no longer holds versions 0..{versions[0] - 1} (log cleanup), so who wrote its rows "
+                f"cannot be shown")
+    for version in versions:
+        actions = delta_log.actions(version)
+        if not any(action.get(kind, {}).get("dataChange", kind == "cdc") for action in actions
+                   for kind in _DATA_ACTIONS if kind in action):
+            continue
+        info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
+        writer = _writer(info.get("userMetadata"))
+        if writer != pipeline_id:
+            by = f"pipeline {writer}" if writer else f"another writer ({info.get('engineInfo') or 'unknown engine'})"
+            return f"version {version} ({info.get('operation') or 'a commit'}) changed its rows, written by {by}"
+    return None
+
+
+def _writer(user_metadata) -> str | None:
+    if not user_metadata:
+        return None
+    try:
+        document = json.loads(user_metadata)
+    except (TypeError, ValueError):
+        return None
+    return document.get(PIPELINE_ID) if isinstance(document, dict) else None
+
+
+def tables_under(root: str) -> list[str]:
+    """The Delta tables directly under ``root`` (folders holding a ``_delta_log``), e.g. a CockroachDB
+    pipeline's topic tables and its ledger of applied files."""
+    store = Store(root)
+    return [f"{store.root}/{entry.name}" for entry in store.list("")
+            if entry.is_dir and any(e.name == "_delta_log" for e in store.list(entry.name))]
+
+
+def verify_adoptable(locations: list[str], pipeline_id: str, where: str, adopt_param: str) -> None:
+    """With an empty checkpoint, refuse targets that already hold rows written by anything but this pipeline:
+    a first run would MERGE into them as if they were its own. ``adopt_param`` names the param that adopts
+    them."""
+    for location in locations:
+        reason = foreign_write(location, pipeline_id)
+        if reason is not None:
+            raise CheckpointMismatchError(
+                f"checkpoint {where} is empty, but the target {location} already holds rows: {reason}. This "
+                f"pipeline writes only tables it made or adopted. Point the configuration at a new location, or, "
+                f"to merge into this table as it is, trigger the DAG once with the param {adopt_param}=true.")

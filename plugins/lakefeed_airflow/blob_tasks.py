@@ -10,6 +10,13 @@ Which windows a run plans depends on its kind (:mod:`lakefeed.progress`):
   the run's data interval; never moves the checkpoint;
 - a reset (``reset_checkpoint``): from the feed's first window, as if there were
   no checkpoint; the checkpoint is replaced, recording the feed and targets anew.
+
+The plan reads the configuration once and carries it (``config``); the job arguments, the Spark
+settings and the commit step work from the plan, so an edit of the Variable during a run takes effect
+with the next run. A scheduled run refuses to go on past segments that retention removed before they
+were read (:mod:`lakefeed.blob.retention`) unless the run acknowledges the loss
+(``acknowledge_data_loss``), and a first run refuses targets that hold rows it did not write unless it
+adopts them (``adopt_targets``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 
 from lakefeed.assets import blob_changes
 from lakefeed.blob.feed import SEGMENTS_JSON, ChangeFeed
+from lakefeed.blob.retention import next_segment, retention_gap
 from lakefeed.blob.schedule import (
     Batch,
     backfill_windows,
@@ -33,10 +41,10 @@ from lakefeed.blob.schedule import (
 from lakefeed.blob.timegrid import HOUR, format_time, parse_time
 from lakefeed.checkpoint import BlobCheckpoint, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig
-from lakefeed.errors import ConfigError, FeedError
+from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig, as_mapping
+from lakefeed.errors import ConfigError, DataLossError, FeedError
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
-from lakefeed.targets import current_marks, verify_targets
+from lakefeed.targets import current_marks, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
     RunContext,
     fail_if_any_failed,
@@ -52,6 +60,7 @@ log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "blob_changefeed_job.py")
 COMMIT_TASK_ID = "commit_checkpoint"  # the task whose XCom is the run summary (read by the monitor)
+SEGMENT_LISTING_AHEAD = 24 * HOUR  # how far past its windows a plan lists segments for the checkpoint's nextSegment
 SUMMED = ("chunkFiles", "emptyChunkFiles", "bytesRead", "recordsRead", "recordsClaimed", "controlDropped",
           "eventsClaimed", "strays", "duplicatesRemoved", "eventsUnique", "eventsInserted", "stateInserted",
           "stateUpdated", "commitsMade", "eventsBytesWritten", "stateBytesWritten", "stateFilesRewritten",
@@ -83,9 +92,11 @@ def _param_time(name: str, value: Any) -> datetime:
 def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[str, Any], run: RunContext,
          where: str = "lakefeed_blob_checkpoint") -> dict[str, Any]:
     """Which batches of windows this run submits; refuses (a :class:`~lakefeed.errors.Refusal`) a request
-    that cannot be served or a checkpoint that does not belong to this feed and these targets."""
+    that cannot be served, a checkpoint that does not belong to this feed and these targets, targets that
+    hold rows this pipeline did not write while the checkpoint is empty, and segments lost to retention."""
     window_range = requested_range(params)
     kind = run_kind(run, window_range is not None, bool(params.get("reset_checkpoint")))
+    acknowledge_loss, adopt = bool(params.get("acknowledge_data_loss")), bool(params.get("adopt_targets"))
     store = feed_store(config.feed_root, config.wasb_conn_id)
     feed = ChangeFeed(store)
     last_consumable = feed.last_consumable()
@@ -99,14 +110,26 @@ def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[st
     if kind == SCHEDULED:
         verify_feed(checkpoint.feed, store.identity, where, RESET_REMEDY)
         verify_targets(checkpoint.targets, targets, where, RESET_REMEDY)
+    if kind != BACKFILL and (kind == RESET or checkpoint.watermark is None) and not adopt:
+        verify_adoptable(list(targets.values()), config.checkpoint_variable, where, "adopt_targets")
     start_from = parse_time(config.start_from) if config.start_from else None
     origin = first_window(feed, None, start_from)
+    data_loss = None
     if kind == BACKFILL and run.is_airflow_backfill:
         windows = interval_windows(grid_minute, run.interval_start, run.interval_end, last_consumable)
     elif kind == BACKFILL:
         windows = backfill_windows(grid_minute, *window_range, last_consumable)
     else:
         first = checkpoint.watermark if kind == SCHEDULED and checkpoint.watermark else origin
+        if kind == SCHEDULED and checkpoint.watermark:
+            gap = retention_gap(checkpoint.watermark, checkpoint.next_segment, checkpoint.segments_listed_through,
+                                first_segment, last_consumable)
+            if gap is not None and not acknowledge_loss:
+                raise DataLossError(gap.message(store.root, where))
+            if gap is not None:
+                log.warning("acknowledged data loss: %s", gap.message(store.root, where))
+                data_loss = {**gap.describe(), "acknowledgedBy": run.run_id}
+                first = gap.resume_window
         windows = pending_windows(first, last_consumable, config.max_windows_per_run)
     batches = batches_of(windows, config.windows_per_batch)
     result = {
@@ -120,18 +143,52 @@ def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[st
         "watermark": format_time(checkpoint.watermark) if checkpoint.watermark else None,
         "targets": sorted(targets.values()),
         "targetTables": targets,
+        "dataLoss": data_loss,
+        "acknowledgeDataLoss": acknowledge_loss,
+        **(_segment_marks(feed, kind, data_loss["resumeWindow"] if data_loss else checkpoint.watermark, origin,
+                          batches, last_consumable) if kind != BACKFILL else {}),
+        "config": as_mapping(config),
         "runFolder": str(plan_folder(config.run_dir, run)),
     }
     log.info("plan: %s", json.dumps(result))
     return result
 
 
-def job_arguments(config: BlobPipelineConfig, planned: dict[str, Any]) -> list[list[str]]:
-    """``application_args`` of one spark-submit per batch (the job's command-line contract)."""
+def _segment_marks(feed: ChangeFeed, kind: str, watermark: datetime | str | None, origin: datetime | None,
+                   batches: list[Batch], last_consumable: datetime) -> dict[str, Any]:
+    """For each watermark the commit step may set (where the run starts, and each batch's end), the oldest
+    segment the windows from there read (:func:`lakefeed.blob.retention.next_segment`), from one listing of
+    the feed up to a day past the run's windows; the checkpoint records it for the next plan's retention
+    check."""
+    start = parse_time(watermark) if isinstance(watermark, str) else watermark
+    start = start if kind == SCHEDULED and start is not None else origin
+    if start is None:
+        return {"segmentMarks": {}, "segmentsListedThrough": None}
+    positions = [start] + [b.end for b in batches]
+    horizon = min(last_consumable, max(positions) + SEGMENT_LISTING_AHEAD)
+    starts = [s for s in feed.segment_starts_between((start - HOUR).date(), horizon.date()) if s <= horizon]
+    return {"segmentMarks": {format_time(p): _time_text(next_segment(p, starts)) for p in positions},
+            "segmentsListedThrough": format_time(horizon)}
+
+
+def _time_text(moment: datetime | None) -> str | None:
+    return format_time(moment) if moment is not None else None
+
+
+def planned_config(planned: dict[str, Any]) -> BlobPipelineConfig:
+    """The configuration the run's plan read (never the Variable as it is now)."""
+    return BlobPipelineConfig.from_json(json.dumps(planned["config"]), "the run's plan")
+
+
+def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
+    """``application_args`` of one spark-submit per batch (the job's command-line contract), from the plan."""
+    config = planned_config(planned)
+    loss = ["--acknowledge-data-loss"] if planned.get("acknowledgeDataLoss") else []
     return [
         ["--feed-root", config.feed_root, "--window-start", batch["start"], "--window-end", batch["end"],
          "--events-table", config.events_table, "--state-table", config.state_table,
-         "--decoder", config.decoder, "--summary-json", summary_path(planned["runFolder"], index)]
+         "--decoder", config.decoder, *loss, "--pipeline-id", config.checkpoint_variable,
+         "--summary-json", summary_path(planned["runFolder"], index)]
         for index, batch in enumerate(planned["batches"])
     ]
 
@@ -140,15 +197,27 @@ def _windows_of(batch: Batch) -> list[str]:
     return [format_time(batch.start + i * HOUR) for i in range(batch.windows)]
 
 
+def _belongs(summary: dict[str, Any], job: dict[str, Any], targets: dict[str, str]) -> bool:
+    """The summary is of this batch: its windows, and the events and state tables the plan named."""
+    from lakefeed.delta import table_location
+
+    return (summary.get("windows") == _windows_of(Batch.from_dict(job))
+            and (summary.get("eventsTable"), summary.get("stateTable")) == (table_location(targets["events"]),
+                                                                            table_location(targets["state"])))
+
+
 def commit(store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict[str, Any]:
     """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed."""
     batches = [Batch.from_dict(b) for b in planned["batches"]]
     summaries = finished_summaries(planned["runFolder"], planned["batches"],
-                                   lambda summary, job: summary.get("windows") == _windows_of(Batch.from_dict(job)))
+                                   lambda summary, job: _belongs(summary, job, planned["targetTables"]))
     refused = refusals(planned["runFolder"], len(batches))
     kind = planned["kind"]
     last_consumable = parse_time(planned["lastConsumable"])
     origin = parse_time(planned["origin"]) if planned["origin"] else None
+    data_loss = planned.get("dataLoss")
+    resume = parse_time(data_loss["resumeWindow"]) if data_loss else None
+    segment_marks = planned.get("segmentMarks") or {}
 
     def change(checkpoint: BlobCheckpoint) -> BlobCheckpoint:
         if kind == BACKFILL:
@@ -157,13 +226,22 @@ def commit(store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict
             log.warning("the checkpoint was reset to another feed (%s) while this run ran: not moving it",
                         checkpoint.feed)
             return checkpoint
-        watermark = position_after(kind, checkpoint.watermark, [(b.start, b.end) for b in batches],
-                                   set(summaries), origin=origin)
+        stored = checkpoint.watermark
+        if resume is not None and kind == SCHEDULED and (stored is None or stored < resume):
+            stored = resume  # the windows before it were acknowledged as lost: the run starts there
+        watermark = position_after(kind, stored, [(b.start, b.end) for b in batches], set(summaries), origin=origin)
         seen = last_consumable if kind == RESET or checkpoint.last_consumable is None \
             else max(last_consumable, checkpoint.last_consumable)
         marks = current_marks(planned["targets"]) if summaries or kind == RESET else checkpoint.targets
+        retention = {}
+        if watermark is not None and format_time(watermark) in segment_marks:
+            recorded = segment_marks[format_time(watermark)]
+            retention = {"next_segment": parse_time(recorded) if recorded else None,
+                         "segments_listed_through": parse_time(planned["segmentsListedThrough"])}
+        elif watermark != checkpoint.watermark:
+            retention = {"next_segment": None, "segments_listed_through": None}  # not listed for this watermark
         return checkpoint.moved(watermark=watermark, last_consumable=seen, feed=planned["feed"],
-                                grid_minute=planned["gridMinute"], targets=marks, updated_by=run_id)
+                                grid_minute=planned["gridMinute"], targets=marks, updated_by=run_id, **retention)
 
     before, after = store.update(change)
     failed = [{**b.to_dict(), **({"refused": refused[i]} if i in refused else {})}
@@ -179,6 +257,8 @@ def commit(store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict
         "watermarkBefore": format_time(before.watermark) if before.watermark else None,
         "watermark": format_time(after.watermark) if after.watermark else None,
         "checkpointMoved": after != before,
+        "dataLossAcknowledged": data_loss,
+        "missingShards": [shard for i in sorted(summaries) for shard in summaries[i].get("missingShards", [])],
         "lagHours": ((last_consumable - after.watermark) / HOUR) if after.watermark else None,
         "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),
         "targetsChanged": blob_changes([summaries[i] for i in sorted(summaries)], planned["targetTables"]["events"],
@@ -189,7 +269,8 @@ def commit(store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict
     return report
 
 
-# -- what the DAG's tasks call: configuration and checkpoint from their Variables, when the task runs --
+# -- what the DAG's tasks call: the plan reads the configuration and checkpoint from their Variables; the
+# later tasks work from the plan --
 
 def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
     from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
@@ -200,12 +281,10 @@ def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
 
 
 def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
-    from lakefeed_airflow.settings import blob_config
-
-    return job_arguments(blob_config(), planned)
+    return job_arguments(planned)
 
 
 def commit_task(planned: dict[str, Any], run_id: str) -> dict[str, Any]:
-    from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
+    from lakefeed_airflow.settings import blob_checkpoint_store
 
-    return commit(blob_checkpoint_store(blob_config()), planned, run_id)
+    return commit(blob_checkpoint_store(planned_config(planned)), planned, run_id)

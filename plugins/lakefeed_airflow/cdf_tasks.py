@@ -15,6 +15,12 @@ Per pipeline, what a run plans depends on its kind (:mod:`lakefeed.progress`):
 
 Positions (:func:`lakefeed.progress.position_after`) are "the next version to
 apply": ``appliedVersion + 1``.
+
+The plan reads the configuration once and carries it (``config``); the job
+arguments and the commit step work from the plan. A source that does not exist,
+versions cleaned from its log, a changed ``keys``/``columns`` definition, and (with
+an empty checkpoint) a target holding rows the pipeline did not write are
+refused, each naming the path, versions or values and the way on.
 """
 
 from __future__ import annotations
@@ -26,14 +32,14 @@ from typing import Any
 from lakefeed.assets import FULL_REFRESH_MODE, cdf_changes
 from lakefeed.cdf.log import cdf_enabled
 from lakefeed.cdf.schedule import pending_ranges, split_range
-from lakefeed.checkpoint import CdfCheckpoint, verify_table
+from lakefeed.checkpoint import CdfCheckpoint, verify_definition, verify_table
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline
+from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline, as_mapping
 from lakefeed.deltalog import DeltaLog, TableState
-from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError
+from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.storage import Store
-from lakefeed.targets import current_marks, verify_targets
+from lakefeed.targets import current_marks, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
     RunContext,
     fail_if_any_failed,
@@ -83,16 +89,12 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
                               f"{', '.join(p.name for p in config.pipelines)})")
         name = config.pipelines[0].name
     chosen = [config.pipeline(name)] if name else config.pipelines
+    adopt = bool(params.get("adopt_targets"))
     jobs: list[dict[str, Any]] = []
     pipelines: dict[str, dict[str, Any]] = {}
     for pipeline in chosen:
         delta_log = DeltaLog(Store(pipeline.source_table))
-        latest = delta_log.latest_version()
-        if latest is None:
-            if kind != SCHEDULED:
-                raise ChangeDataError(f"{pipeline.source_table} is not a Delta table")
-            log.warning("pipeline %s: %s is not a Delta table yet", pipeline.name, pipeline.source_table)
-            continue
+        latest = _latest_version(pipeline, delta_log)
         checkpoint = checkpoints[pipeline.name]
         if kind == RESET:
             planned, origin, pipeline_kind = _refresh_at(end, latest, pipeline), None, RESET
@@ -108,11 +110,15 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
                 planned, origin, pipeline_kind = [{"mode": CHANGES, **r.to_dict()} for r in pending_ranges(
                     checkpoint.applied_version, latest, pipeline.versions_per_job,
                     pipeline.max_versions_per_run)], None, SCHEDULED
+        _check_in_log(pipeline, delta_log, [job for job in planned if job["mode"] == CHANGES])
+        if pipeline_kind == SCHEDULED and checkpoint.applied_version is None and not adopt:
+            verify_adoptable([pipeline.target_table], pipeline.checkpoint_variable,
+                             f"Variable {pipeline.checkpoint_variable}", "adopt_targets")
         jobs += [{"pipeline": pipeline.name, **job} for job in planned]
         pipelines[pipeline.name] = {"kind": pipeline_kind, "origin": origin, "latest": latest,
                                     "sourceTableId": delta_log.table_id(),
                                     "appliedBefore": checkpoint.applied_version}
-    result = {"kind": kind, "jobs": jobs, "pipelines": pipelines,
+    result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "config": as_mapping(config),
               "runFolder": str(plan_folder(config.run_dir, run))}
     log.info("plan: %s", json.dumps(result))
     return result
@@ -123,9 +129,12 @@ def verify_source(name: str, source_table: str, checkpoint_variable: str, record
     """Refuse a source that is not the table its checkpoint was made on: dropped and recreated (another
     table id), or replaced by an older copy (its latest version is below the applied one). The sensor
     and the planner both call this, so neither waits forever for versions the new table does not have.
-    Returns the source's state (None: no table there yet)."""
+    A source path without a Delta table is refused too, naming it: a run never waits, green, for a table
+    that is not there. Returns the source's state."""
     where, remedy = f"Variable {checkpoint_variable}", refresh_remedy(name)
     state = delta_log.state()
+    if state is None:
+        raise ChangeDataError(_no_source(name, source_table))
     verify_table("source", source_table, recorded_id, None, state, where, remedy)
     if state is not None and applied is not None and applied > state.latest_version:
         raise ChangeDataError(
@@ -135,8 +144,44 @@ def verify_source(name: str, source_table: str, checkpoint_variable: str, record
     return state
 
 
+def _no_source(name: str, source_table: str) -> str:
+    return (f"pipeline {name}: the source table {source_table} does not exist (no Delta log there). Fix "
+            f"source_table in the configuration, or create the table (with delta.enableChangeDataFeed = true).")
+
+
+def _latest_version(pipeline: CdfPipeline, delta_log: DeltaLog) -> int:
+    latest = delta_log.latest_version()
+    if latest is None:
+        raise ChangeDataError(_no_source(pipeline.name, pipeline.source_table))
+    return latest
+
+
+def _check_in_log(pipeline: CdfPipeline, delta_log: DeltaLog, ranges: list[dict[str, Any]]) -> None:
+    """Refuse ranges reaching versions whose commits log cleanup removed: their change data cannot be read."""
+    if not ranges:
+        return
+    oldest = delta_log.commit_versions()[0]
+    first = min(job["start"] for job in ranges)
+    if first < oldest:
+        raise DataLossError(
+            f"pipeline {pipeline.name}: versions {first}..{oldest - 1} of {pipeline.source_table} are no longer in "
+            f"its log (removed by log cleanup after delta.logRetentionDuration); their change data cannot be read. "
+            f"To go on, {refresh_remedy(pipeline.name)}.")
+
+
+def verify_definition_of(name: str, checkpoint: CdfCheckpoint, keys: list[str], columns: list[str] | None,
+                         where: str) -> None:
+    """Refuse keys or columns other than those the checkpoint recorded (the sensor and the planner)."""
+    if checkpoint.keys is not None:
+        remedy = refresh_remedy(name)
+        verify_definition(f"pipeline {name}'s keys", list(checkpoint.keys), list(keys), where, remedy)
+        verify_definition(f"pipeline {name}'s columns", _columns_text(checkpoint.columns), _columns_text(columns),
+                          where, remedy)
+
+
 def _verify(pipeline: CdfPipeline, checkpoint: CdfCheckpoint, delta_log: DeltaLog) -> None:
     where, remedy = f"Variable {pipeline.checkpoint_variable}", refresh_remedy(pipeline.name)
+    verify_definition_of(pipeline.name, checkpoint, pipeline.keys, pipeline.columns, where)
     if checkpoint.source not in (None, pipeline.source_table):
         raise CheckpointMismatchError(
             f"checkpoint {where} was made reading {checkpoint.source}, but pipeline {pipeline.name} now reads "
@@ -145,6 +190,10 @@ def _verify(pipeline: CdfPipeline, checkpoint: CdfCheckpoint, delta_log: DeltaLo
     verify_source(pipeline.name, pipeline.source_table, pipeline.checkpoint_variable, checkpoint.source_id,
                   checkpoint.applied_version, delta_log)
     verify_targets(checkpoint.targets, {"target": pipeline.target_table}, where, remedy)
+
+
+def _columns_text(columns) -> str:
+    return ", ".join(columns) if columns else "all columns"
 
 
 def _first_run(pipeline: CdfPipeline, delta_log: DeltaLog, latest: int) -> tuple[list[dict], int | None, str]:
@@ -179,8 +228,16 @@ def _version_range(start: int | None, end: int | None, latest: int, pipeline: Cd
 def _committed_in_interval(delta_log: DeltaLog, run: RunContext, pipeline: CdfPipeline) -> list[dict]:
     """One of Airflow's Backfill runs re-applies the versions its source committed in the run's data
     interval (by commit timestamp, as DESCRIBE HISTORY shows them)."""
-    span = delta_log.versions_committed_between(int(run.interval_start.timestamp() * 1000),
-                                                int(run.interval_end.timestamp() * 1000))
+    start_ms = int(run.interval_start.timestamp() * 1000)
+    versions = delta_log.commit_versions()
+    oldest_stamp = delta_log.commit_timestamp(versions[0])
+    if versions[0] > 0 and (oldest_stamp is None or start_ms < oldest_stamp):
+        raise DataLossError(
+            f"pipeline {pipeline.name}: this Backfill run re-applies the versions committed in {run.interval_start} "
+            f".. {run.interval_end}, but versions 0..{versions[0] - 1} of {pipeline.source_table} are no longer in "
+            f"its log (log cleanup), so the versions of that interval cannot be known or read. "
+            f"To go on, {refresh_remedy(pipeline.name)}.")
+    span = delta_log.versions_committed_between(start_ms, int(run.interval_end.timestamp() * 1000))
     if span is None:
         log.info("pipeline %s: no version committed in %s .. %s", pipeline.name, run.interval_start,
                  run.interval_end)
@@ -188,8 +245,14 @@ def _committed_in_interval(delta_log: DeltaLog, run: RunContext, pipeline: CdfPi
     return [{"mode": CHANGES, **r.to_dict()} for r in split_range(*span, pipeline.versions_per_job)]
 
 
-def job_arguments(config: CdfConfig, planned: dict[str, Any]) -> list[list[str]]:
-    """``application_args`` of one spark-submit per job (the job's command-line contract)."""
+def planned_config(planned: dict[str, Any]) -> CdfConfig:
+    """The configuration the run's plan read (never the Variable as it is now)."""
+    return CdfConfig.from_json(json.dumps(planned["config"]), "the run's plan")
+
+
+def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
+    """``application_args`` of one spark-submit per job (the job's command-line contract), from the plan."""
+    config = planned_config(planned)
     arguments = []
     for index, job in enumerate(planned["jobs"]):
         pipeline = config.pipeline(job["pipeline"])
@@ -201,22 +264,31 @@ def job_arguments(config: CdfConfig, planned: dict[str, Any]) -> list[list[str]]
             args += ["--full-refresh", "--version", str(job["version"])]
         else:
             args += ["--starting-version", str(job["start"]), "--ending-version", str(job["end"])]
-        arguments.append(args + ["--summary-json", summary_path(planned["runFolder"], index)])
+        arguments.append(args + ["--pipeline-id", pipeline.checkpoint_variable,
+                                 "--summary-json", summary_path(planned["runFolder"], index)])
     return arguments
 
 
-def _belongs(summary: dict[str, Any], job: dict[str, Any]) -> bool:
+def _belongs(summary: dict[str, Any], job: dict[str, Any], pipeline: CdfPipeline) -> bool:
+    """The summary is of this job: its range and mode, and the source and target the plan named."""
+    from lakefeed.delta import table_location
+
+    if (summary.get("source"), summary.get("target")) != (table_location(pipeline.source_table),
+                                                          table_location(pipeline.target_table)):
+        return False
     if job["mode"] == FULL_REFRESH:
         return summary.get("mode") == FULL_REFRESH and summary.get("endingVersion") == job["version"]
     return (summary.get("mode") == CHANGES and summary.get("startingVersion") == job["start"]
             and summary.get("endingVersion") == job["end"])
 
 
-def commit(config: CdfConfig, stores: dict[str, CheckpointStore], planned: dict[str, Any],
-           run_id: str) -> dict[str, Any]:
-    """Per pipeline: move its checkpoint as the run's kind allows (compare-and-set); report; fail if any job failed."""
+def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """Per pipeline: move its checkpoint as the run's kind allows (compare-and-set); report; fail if any job failed.
+    Works from the plan's configuration only."""
+    config = planned_config(planned)
     jobs = planned["jobs"]
-    summaries = finished_summaries(planned["runFolder"], jobs, _belongs)
+    summaries = finished_summaries(planned["runFolder"], jobs,
+                                   lambda summary, job: _belongs(summary, job, config.pipeline(job["pipeline"])))
     refused = refusals(planned["runFolder"], len(jobs))
     report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}, "targetsChanged": []}
     for name, plan_of in planned["pipelines"].items():
@@ -271,10 +343,12 @@ def _moved(checkpoint: CdfCheckpoint, plan_of: dict[str, Any], mine: list[tuple[
     applied = None if position is None or position == 0 else position - 1
     marks = current_marks([pipeline.target_table]) if done else checkpoint.targets
     return checkpoint.moved(applied_version=applied, source=pipeline.source_table, source_id=source_id,
-                            targets=marks, updated_by=run_id)
+                            targets=marks, keys=tuple(pipeline.keys),
+                            columns=tuple(pipeline.columns) if pipeline.columns else None, updated_by=run_id)
 
 
-# -- what the DAG's tasks call: configuration and checkpoints from their Variables, when the task runs --
+# -- what the DAG's tasks call: the plan reads the configuration and checkpoints from their Variables; the
+# later tasks work from the plan --
 
 def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
     from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
@@ -284,13 +358,11 @@ def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
 
 
 def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
-    from lakefeed_airflow.settings import cdf_config
-
-    return job_arguments(cdf_config(), planned)
+    return job_arguments(planned)
 
 
 def commit_task(planned: dict[str, Any], run_id: str) -> dict[str, Any]:
-    from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
+    from lakefeed_airflow.settings import cdf_checkpoint_store
 
-    config = cdf_config()
-    return commit(config, {p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}, planned, run_id)
+    config = planned_config(planned)
+    return commit({p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}, planned, run_id)

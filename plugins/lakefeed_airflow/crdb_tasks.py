@@ -11,6 +11,11 @@ is the data files between the two RESOLVED files. What a run plans depends on it
   Airflow's Backfill runs, from the last RESOLVED file at or before its data interval's start to the
   last one before its end; never moves the checkpoint;
 - a reset (``reset_checkpoint``): from the sink's first file, as if there were no checkpoint.
+
+The plan reads the configuration once and carries it (``config``); the job arguments and the commit step
+work from the plan. The checkpoint records the ``target_root`` it was made with: a run refuses a moved
+target root, and, with an empty checkpoint, topic tables under it that hold rows the pipeline did not
+write (unless the run adopts them: ``adopt_targets``).
 """
 
 from __future__ import annotations
@@ -20,14 +25,15 @@ import logging
 from typing import Any
 
 from lakefeed.assets import crdb_changes
-from lakefeed.checkpoint import CrdbCheckpoint, verify_feed
+from lakefeed.checkpoint import CrdbCheckpoint, verify_definition, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import PROJECT_ROOT, CrdbConfig
+from lakefeed.config import PROJECT_ROOT, CrdbConfig, as_mapping
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.sink import RESOLVED, list_sink
 from lakefeed.errors import ConfigError, WindowNotReadyError
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
-from lakefeed.targets import current_marks, verify_targets
+from lakefeed.delta import table_location
+from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
     RunContext,
     fail_if_any_failed,
@@ -72,10 +78,15 @@ def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any],
         raise ConfigError(f"after_resolved {after} must be before through_resolved {through}")
     kind = run_kind(run, through is not None, bool(params.get("reset_checkpoint")))
     store = feed_store(config.sink_root, config.wasb_conn_id)
+    target_root = root_of(config.target_root)
     if kind == SCHEDULED:
         verify_feed(checkpoint.sink, store.identity, where, RESET_REMEDY)
+        verify_definition("target_root", recorded_root(checkpoint), target_root, where, RESET_REMEDY)
         verify_targets(checkpoint.targets, {f"topic {location.rsplit('/', 1)[-1]}": location
                                             for location in checkpoint.targets}, where, RESET_REMEDY)
+    if kind != BACKFILL and (kind == RESET or (checkpoint.resolved is None and not checkpoint.targets)) \
+            and not params.get("adopt_targets"):
+        verify_adoptable(tables_under(config.target_root), config.checkpoint_variable, where, "adopt_targets")
     cursor = Hlc.parse(checkpoint.resolved) if kind == SCHEDULED and checkpoint.resolved else None
     if kind == BACKFILL and run.is_airflow_backfill:
         since = Hlc(int(run.interval_start.timestamp() * 1e9), 0)
@@ -105,14 +116,36 @@ def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any],
         "sink": store.identity,
         "resolvedBefore": checkpoint.resolved,
         "newestResolved": str(newest) if newest else None,
+        "targetRoot": target_root,
+        "config": as_mapping(config),
         "runFolder": str(plan_folder(config.run_dir, run)),
     }
     log.info("plan: %s", json.dumps(result))
     return result
 
 
-def job_arguments(config: CrdbConfig, planned: dict[str, Any]) -> list[list[str]]:
-    """``application_args`` of one spark-submit per batch (the job's command-line contract)."""
+def root_of(location: str) -> str:
+    """A target root as checkpoints record it: absolute, without a trailing slash."""
+    return table_location(location).rstrip("/") or "/"
+
+
+def recorded_root(checkpoint: CrdbCheckpoint) -> str | None:
+    """The target root a checkpoint was made with; for a checkpoint written before it was recorded, the
+    folder holding its topic tables."""
+    if checkpoint.target_root is not None:
+        return checkpoint.target_root
+    parents = {root_of(location.rsplit("/", 1)[0]) for location in checkpoint.targets}
+    return parents.pop() if len(parents) == 1 else None
+
+
+def planned_config(planned: dict[str, Any]) -> CrdbConfig:
+    """The configuration the run's plan read (never the Variable as it is now)."""
+    return CrdbConfig.from_json(json.dumps(planned["config"]), "the run's plan")
+
+
+def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
+    """``application_args`` of one spark-submit per batch (the job's command-line contract), from the plan."""
+    config = planned_config(planned)
     arguments = []
     for index, batch in enumerate(planned["batches"]):
         args = ["--sink-root", config.sink_root, "--target-root", config.target_root]
@@ -122,15 +155,19 @@ def job_arguments(config: CrdbConfig, planned: dict[str, Any]) -> list[list[str]
                  str(config.late_file_lookback_hours)]
         if config.parquet_keys:
             args += ["--parquet-keys", ";".join(f"{t}={','.join(c)}" for t, c in sorted(config.parquet_keys.items()))]
-        arguments.append(args + ["--summary-json", summary_path(planned["runFolder"], index)])
+        arguments.append(args + ["--pipeline-id", config.checkpoint_variable,
+                                 "--summary-json", summary_path(planned["runFolder"], index)])
     return arguments
 
 
-def commit(config: CrdbConfig, store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed."""
+def commit(store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed.
+    Works from the plan's configuration only."""
+    config = planned_config(planned)
     batches = planned["batches"]
     summaries = finished_summaries(planned["runFolder"], batches, lambda s, b: (
-        s.get("afterResolved"), s.get("throughResolved")) == (b["after"], b["through"]))
+        s.get("afterResolved"), s.get("throughResolved"), root_of(s.get("targetRoot") or "")) == (
+        b["after"], b["through"], planned["targetRoot"]))
     refused = refusals(planned["runFolder"], len(batches))
     kind = planned["kind"]
     spans = [(Hlc.parse(b["after"]) if b["after"] else ORIGIN, Hlc.parse(b["through"])) for b in batches]
@@ -149,7 +186,8 @@ def commit(config: CrdbConfig, store: CheckpointStore, planned: dict[str, Any], 
                         {f"{config.target_root}/{topic}" for topic in topics})
         marks = current_marks(tables) if summaries or kind == RESET else checkpoint.targets
         return checkpoint.moved(resolved=None if position in (None, ORIGIN) else str(position),
-                                sink=planned["sink"], targets=marks, updated_by=run_id)
+                                sink=planned["sink"], targets=marks, target_root=planned["targetRoot"],
+                                updated_by=run_id)
 
     before, after = store.update(change)
     failed = [{**b, **({"refused": refused[i]} if i in refused else {})}
@@ -176,7 +214,8 @@ def commit(config: CrdbConfig, store: CheckpointStore, planned: dict[str, Any], 
     return report
 
 
-# -- what the DAG's tasks call: configuration and checkpoint from their Variables, when the task runs --
+# -- what the DAG's tasks call: the plan reads the configuration and checkpoint from their Variables; the
+# later tasks work from the plan --
 
 def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
     from lakefeed_airflow.settings import crdb_checkpoint_store, crdb_config
@@ -187,13 +226,10 @@ def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
 
 
 def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
-    from lakefeed_airflow.settings import crdb_config
-
-    return job_arguments(crdb_config(), planned)
+    return job_arguments(planned)
 
 
 def commit_task(planned: dict[str, Any], run_id: str) -> dict[str, Any]:
-    from lakefeed_airflow.settings import crdb_checkpoint_store, crdb_config
+    from lakefeed_airflow.settings import crdb_checkpoint_store
 
-    config = crdb_config()
-    return commit(config, crdb_checkpoint_store(config), planned, run_id)
+    return commit(crdb_checkpoint_store(planned_config(planned)), planned, run_id)

@@ -69,6 +69,13 @@ def window_pattern(grid_minute: int | None) -> str:
             + r"(:00(\.0+)?)?(Z|[+-]00:?00)?$")
 
 
+def adopt_targets_param(what: str) -> Param:
+    return Param(False, type="boolean", title="Adopt existing targets",
+                 description=f"Only with an empty checkpoint (a first run, or a reset): merge into {what} although "
+                             f"they already hold rows this pipeline did not write (another tool's, or this "
+                             f"pipeline's under another checkpoint Variable). Without it such a run is refused.")
+
+
 def blob_params(grid_minute: int | None) -> dict[str, Param]:
     on_grid = (f"windows start at minute {grid_minute:02d} of every hour (hh:{grid_minute:02d})"
                if grid_minute is not None else
@@ -87,6 +94,13 @@ def blob_params(grid_minute: int | None) -> dict[str, Param]:
                                   description="Forget the checkpoint and ingest from the feed's first window (or "
                                               "start_from) into the configured targets, recording the feed and "
                                               "targets anew: the way on after the feed or a target was replaced."),
+        "acknowledge_data_loss": Param(False, type="boolean", title="Acknowledge data loss",
+                                       description="Go on past change feed segments or chunk files that retention "
+                                                   "deleted before they were read. A run without it stops naming "
+                                                   "the windows that may be missing events; with it, the run "
+                                                   "applies what remains and its summary records the windows given "
+                                                   "up (dataLossAcknowledged, missingShards)."),
+        "adopt_targets": adopt_targets_param("the configured events and state tables"),
     }
 
 
@@ -105,6 +119,7 @@ def cdf_params(pipelines: list[str] | None) -> dict[str, Param]:
                               description="Rebuild the target from a snapshot of the source (at ending_version, "
                                           "default the latest) and set the checkpoint to exactly that version, "
                                           "even when it was ahead: the next run applies the versions after it."),
+        "adopt_targets": adopt_targets_param("the configured target tables"),
     }
 
 
@@ -126,4 +141,5 @@ def crdb_params() -> dict[str, Param]:
                                   description="Forget the checkpoint and apply the sink from its first file, "
                                               "recording the sink and tables anew: the way on after the sink moved or "
                                               "a topic table was replaced."),
+        "adopt_targets": adopt_targets_param("the topic tables under the configured target_root"),
     }

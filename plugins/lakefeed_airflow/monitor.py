@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from lakefeed.monitor import RunRow, blob_row, cdf_row, crdb_row, lag_of, redact, run_base, safe_config
+from lakefeed_airflow.runs import REFUSAL_KEY
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,11 @@ def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, An
                 XComModel.key == "return_value", XComModel.map_index == -1,
                 XComModel.run_id.in_([r.run_id for r in runs]))).all()
             reports = {row.run_id: XComModel.deserialize_value(row) for row in rows}
-        return [(run_base(r.run_id, _text(r.run_type), _text(r.state), r.start_date, r.end_date),
+            refusals = {row.run_id: XComModel.deserialize_value(row) for row in session.scalars(select(XComModel).where(
+                XComModel.dag_id == dag_id, XComModel.key == REFUSAL_KEY,
+                XComModel.run_id.in_([r.run_id for r in runs]))).all()}
+        return [({**run_base(r.run_id, _text(r.run_type), _text(r.state), r.start_date, r.end_date),
+                  "refused": redact(refusals[r.run_id]) if r.run_id in refusals else None},
                  _as_report(reports.get(r.run_id))) for r in runs]
 
 
@@ -78,6 +83,7 @@ def _card(*, key: str, dag_id: str, title: str, config: dict, checkpoint: dict, 
         "key": key, "dagId": dag_id, "title": title, "config": safe_config(config), "checkpoint": checkpoint,
         "source": position, "lag": lag, "error": error, "runs": runs,
         "failedBatches": [{"runId": r["runId"], **b} for r in runs for b in r["failedBatches"]],
+        "refusedRuns": [{"runId": r["runId"], "refused": r["refused"]} for r in runs if r.get("refused")],
         "lastRun": runs[0] if runs else None,
     }
 

@@ -4,8 +4,11 @@
                                                    (every task) → fail_run_if_a_task_failed
 
 Each pipeline brings its sensor and three plain functions (``plan(params, run)``,
-``job_arguments(planned)``, ``commit(planned, run_id)``) that read their configuration and
-checkpoint when the task runs; this module turns them into tasks with the retry, trigger-rule and
+``job_arguments(planned)``, ``commit(planned, run_id)``). Only the plan reads the configuration
+(and the checkpoint) when it runs, and carries the configuration in its XCom (``config``): the job
+arguments, the Spark settings and timeout, the ``wasb`` connection and the commit step all come from
+the plan, so an edit of the Variable in the middle of a run cannot make a commit step vouch for work
+the jobs did not do. This module turns them into tasks with the retry, trigger-rule and
 failure behaviour the pipelines promise: a refusal fails a task without retry, the commit step runs
 even when jobs failed and keeps its run summary in XCom, and any failed task fails the run. The commit
 step emits an asset event per Delta target the run changed.
@@ -27,6 +30,7 @@ from lakefeed_airflow.dag_defaults import (
     summary_kept_on_failure,
 )
 from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
+from lakefeed_airflow.runs import REFUSAL_KEY
 from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 
 
@@ -40,17 +44,22 @@ def emit_asset_events(alias_events, report: dict) -> None:
 
 def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: Callable[[dict], list],
                   commit: Callable[[dict, str], dict], plan_task_id: str, apply_task_id: str, commit_task_id: str,
-                  job_script: str, job_name: str, config: str, reads_azure: bool = True) -> None:
-    """Create the tasks after ``sensor`` inside a ``@dag`` function. ``config`` names the pipeline's
-    configuration in templates (``lakefeed.blob``): the Spark settings, timeout and, when
-    ``reads_azure``, the ``wasb`` connection come from it when the tasks run."""
+                  job_script: str, job_name: str, reads_azure: bool = True) -> None:
+    """Create the tasks after ``sensor`` inside a ``@dag`` function. The Spark settings, timeout and, when
+    ``reads_azure``, the ``wasb`` connection come from the configuration the plan carries."""
+    config = f"ti.xcom_pull(task_ids='{plan_task_id}')['config']"
 
     @task(task_id=plan_task_id, retries=1, multiple_outputs=False)
-    def plan_task(params=None) -> dict:
+    def plan_task(params=None, ti=None) -> dict:
+        from lakefeed.errors import Refusal
         from lakefeed_airflow.runs import RunContext
 
         with refusals_fail_the_task():
-            return plan(params or {}, RunContext.from_airflow(get_current_context()))
+            try:
+                return plan(params or {}, RunContext.from_airflow(get_current_context()))
+            except Refusal as exc:  # kept for the monitor, which shows why a run stopped before any job
+                ti.xcom_push(key=REFUSAL_KEY, value=f"{type(exc).__name__}: {exc}")
+                raise
 
     @task(task_id="spark_arguments")
     def spark_arguments(planned: dict) -> list[list[str]]:

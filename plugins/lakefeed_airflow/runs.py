@@ -25,6 +25,7 @@ from lakefeed.progress import BACKFILL, RESET, SCHEDULED
 
 log = logging.getLogger(__name__)
 
+REFUSAL_KEY = "refusal"  # XCom of a plan task that refused its run: the reason (shown by the monitor)
 AIRFLOW_BACKFILL = "backfill"  # DagRunType of runs made by Airflow's Backfill (UI or `airflow backfill create`)
 
 

@@ -159,11 +159,12 @@ class DeltaVersionSensor(_PollingSensor):
     """Waits until the source table of a CDF pipeline has versions past its checkpoint (lists
     ``_delta_log``; never a JVM).
 
-    :param sources: JSON list of ``{"name", "source_table", "target_table", "checkpoint_variable"}``, one
-        per pipeline
+    :param sources: JSON list of ``{"name", "source_table", "target_table", "checkpoint_variable", "keys",
+        "columns"}``, one per pipeline
 
-    A source that is not the table its checkpoint was made on (dropped and recreated), or a target dropped,
-    recreated or restored behind the checkpoint (checked once, before waiting), fails the task.
+    A source that does not exist or is not the table its checkpoint was made on (dropped and recreated), a
+    target dropped, recreated or restored behind the checkpoint, or keys or columns other than the
+    checkpoint's (checked once, before waiting), fails the task.
     """
 
     template_fields: Sequence[str] = (*_PollingSensor.template_fields, "sources")
@@ -175,7 +176,7 @@ class DeltaVersionSensor(_PollingSensor):
     def _trigger_sources(self) -> list[dict[str, Any]]:
         from lakefeed.checkpoint import CdfCheckpoint
         from lakefeed.targets import verify_targets
-        from lakefeed_airflow.cdf_tasks import refresh_remedy
+        from lakefeed_airflow.cdf_tasks import refresh_remedy, verify_definition_of
         from lakefeed_airflow.settings import VariableCell
 
         watched = []
@@ -184,6 +185,9 @@ class DeltaVersionSensor(_PollingSensor):
             checkpoint = CdfCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
             verify_targets(checkpoint.targets, {"target": source["target_table"]}, f"Variable {cell.name}",
                            refresh_remedy(source["name"]))
+            if "keys" in source:
+                verify_definition_of(source["name"], checkpoint, source["keys"], source.get("columns"),
+                                     f"Variable {cell.name}")
             watched.append({key: source[key] for key in ("name", "source_table", "checkpoint_variable")}
                            | {"applied_version": checkpoint.applied_version, "source_table_id": checkpoint.source_id})
         return watched
@@ -204,29 +208,34 @@ class ResolvedTimestampSensor(_PollingSensor):
     :param sink_root: the changefeed's sink path (folder or URL)
     :param checkpoint_variable: the Variable holding the pipeline's checkpoint
     :param wasb_conn_id: read an Azure sink through this connection (empty: fsspec)
+    :param target_root: the folder of the topic tables (empty: not checked)
 
-    A checkpoint made on another sink, or a topic table dropped, recreated or restored behind it
-    (checked once, before waiting), fails the task.
+    A checkpoint made on another sink or with another target root, or a topic table dropped, recreated
+    or restored behind it (checked once, before waiting), fails the task.
     """
 
     template_fields: Sequence[str] = (*_PollingSensor.template_fields, "sink_root", "checkpoint_variable",
-                                      "wasb_conn_id")
+                                      "wasb_conn_id", "target_root")
 
     def __init__(self, *, sink_root: str, checkpoint_variable: str, wasb_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 target_root: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.sink_root = sink_root
         self.checkpoint_variable = checkpoint_variable
         self.wasb_conn_id = wasb_conn_id
+        self.target_root = target_root
 
     def _check(self) -> tuple[bool, dict[str, Any]]:
-        from lakefeed.checkpoint import CrdbCheckpoint
+        from lakefeed.checkpoint import CrdbCheckpoint, verify_definition
         from lakefeed.targets import verify_targets
-        from lakefeed_airflow.crdb_tasks import RESET_REMEDY
+        from lakefeed_airflow.crdb_tasks import RESET_REMEDY, recorded_root, root_of
         from lakefeed_airflow.settings import VariableCell
 
         cell = VariableCell(self.checkpoint_variable)
         checkpoint = CrdbCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
+        if _none_if_blank(self.target_root):
+            verify_definition("target_root", recorded_root(checkpoint), root_of(self.target_root),
+                              f"Variable {cell.name}", RESET_REMEDY)
         verify_targets(checkpoint.targets, {f"topic {t.rsplit('/', 1)[-1]}": t for t in checkpoint.targets},
                        f"Variable {cell.name}", RESET_REMEDY)
         self._arguments = {"sink_root": self.sink_root, "wasb_conn_id": _none_if_blank(self.wasb_conn_id),

@@ -113,7 +113,7 @@ class ConfigMacros:
         config = cdf_config()
         return json.dumps([
             {"name": p.name, "source_table": p.source_table, "target_table": p.target_table,
-             "checkpoint_variable": p.checkpoint_variable}
+             "checkpoint_variable": p.checkpoint_variable, "keys": p.keys, "columns": p.columns}
             for p in config.pipelines if pipeline in (None, "", p.name)
         ])
 

@@ -220,6 +220,44 @@ def test_spark_submit_contract_ingests_and_reports(feed, tmp_path):
     assert json.loads(printed) == summary
 
 
+def test_spark_submit_refuses_a_shard_lost_to_retention_until_acknowledged(spark, feed, tmp_path):
+    """Retention deleted one shard's chunk files but not yet its segment manifest: the job exits 2 before Spark
+    starts, naming the manifest, the shard folder and the windows; acknowledged, it applies the rest."""
+    root, truth = feed
+    windows = truth.ready_windows()
+    lost_shard = "log/01/2026/01/01/0110/"
+    lost_ids = set()
+    for chunk in sorted((root / lost_shard).glob("*.avro")):
+        with chunk.open("rb") as handle:
+            lost_ids.update(r["id"] for r in fastavro.reader(handle))
+        chunk.unlink()
+    assert lost_ids
+    summary_file = tmp_path / "summary.json"
+    args = ["--feed-root", str(root), "--window-start", format_time(windows[0]),
+            "--window-end", format_time(windows[-1] + HOUR), "--events-table", str(tmp_path / "events"),
+            "--state-table", str(tmp_path / "state"), "--summary-json", str(summary_file)]
+
+    refused = _spark_submit(*args)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    reason = json.loads((tmp_path / "summary.refused.json").read_text())["error"]
+    assert reason.startswith("DataLossError: ")
+    assert f"{root}/{segment_manifest_path(SPEC.start + HOUR)}" in reason and f"{root}/{lost_shard}" in reason
+    assert ", ".join(format_time(w) for w in windows[1:]) in reason and format_time(windows[0]) not in reason
+    assert "--acknowledge-data-loss" in reason
+    assert not summary_file.exists()
+    assert not (tmp_path / "events").exists() and not (tmp_path / "state").exists()
+
+    acknowledged = _spark_submit(*args, "--acknowledge-data-loss")
+    assert acknowledged.returncode == 0, acknowledged.stderr[-3000:]
+    summary = json.loads(summary_file.read_text())
+    assert summary["missingShards"] == [{"segment": format_time(SPEC.start + HOUR), "shard": lost_shard}]
+    expected = {e.id for e in truth.claimed(windows)} - lost_ids
+    events = spark.read.format("delta").load(str(tmp_path / "events")).select("id", "segmentStart", "shard").collect()
+    assert {r["id"] for r in events} == expected
+    assert summary["eventsInserted"] == len(expected)
+    assert {r["shard"] for r in events if r["segmentStart"].hour == 1} == {"00"}
+
+
 def test_two_jobs_merging_the_same_tables_at_once_both_commit(spark, feed, tmp_path):
     """Two runs of overlapping windows at once (a backfill beside a scheduled run): Delta's write conflicts
     are retried inside each job (both MERGEs are idempotent), so both exit 0 and the tables are right."""

@@ -112,3 +112,19 @@ def test_deeply_nested_segments_json_and_manifest_are_named_not_a_crash(feed, tm
     with pytest.raises(FeedCorruptError, match=r"meta/Segments.json: malformed JSON \(nested too deeply\)"):
         ChangeFeed(Store(str(tmp_path))).last_consumable()
 
+
+def test_segment_chunks_names_shard_folders_without_a_chunk_file(feed, tmp_path):
+    """A 0-byte chunk file is a chunk; a missing folder, or one holding no ``.avro`` file, is not."""
+    shards = ("$blobchangefeed/log/00/2026/01/01/0010/", "$blobchangefeed/log/01/2026/01/01/0010/",
+              "$blobchangefeed/log/02/2026/01/01/0010/")
+    write_json(tmp_path, segment_manifest_path(utc(2026, 1, 1, 0, 10)), manifest(paths=shards))
+    (tmp_path / "log/00/2026/01/01/0010").mkdir(parents=True)
+    (tmp_path / "log/00/2026/01/01/0010/00000.avro").write_bytes(b"")
+    (tmp_path / "log/01/2026/01/01/0010").mkdir(parents=True)
+    (tmp_path / "log/01/2026/01/01/0010/notes.txt").write_bytes(b"x")
+    segment = feed.read_segment(utc(2026, 1, 1, 0, 10))
+    listing = feed.segment_chunks(segment)
+    assert listing.segment == segment
+    assert listing.empty_shards == ("log/01/2026/01/01/0010/", "log/02/2026/01/01/0010/")
+    assert [(c.path, c.size) for c in listing.chunk_files] == [("log/00/2026/01/01/0010/00000.avro", 0)]
+    assert feed.chunk_files(segment) == listing.chunk_files

@@ -4,6 +4,7 @@ from datetime import datetime, timezone
 import pytest
 
 from lakefeed.blob.feed import ChangeFeed, segment_manifest_path
+from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.plan import (
     grid_of,
     is_ready,
@@ -14,7 +15,7 @@ from lakefeed.blob.plan import (
     windows_in_range,
 )
 from lakefeed.blob.timegrid import WindowGrid
-from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyError
+from lakefeed.errors import DataLossError, FeedConfigError, FeedCorruptError, WindowNotReadyError
 from lakefeed.storage import Store
 
 
@@ -75,8 +76,10 @@ def _feed(tmp_path, last_consumable, segments):
     for start, status in segments:
         path = tmp_path / segment_manifest_path(start)
         path.parent.mkdir(parents=True, exist_ok=True)
-        shard = f"$blobchangefeed/log/00/{start:%Y/%m/%d/%H%M}/"
-        path.write_text(json.dumps({"status": status, "chunkFilePaths": [shard]}))
+        shard = f"log/00/{start:%Y/%m/%d/%H%M}/"
+        path.write_text(json.dumps({"status": status, "chunkFilePaths": [f"$blobchangefeed/{shard}"]}))
+        (tmp_path / shard).mkdir(parents=True, exist_ok=True)
+        (tmp_path / shard / "00000.avro").write_bytes(b"")  # a shard folder holds at least one chunk file
     return ChangeFeed(Store(str(tmp_path)))
 
 
@@ -107,3 +110,60 @@ def test_plan_ready_windows_covers_the_whole_feed(tmp_path):
                  [(utc(2026, 1, 1, h, 10), "Finalized") for h in (0, 1, 3)] + [(utc(2026, 1, 1, 4, 10), "Publishing")])
     assert plan_ready_windows(feed) == (utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 3, 10))
     assert plan_ready_windows(feed, after=utc(2026, 1, 1, 2, 10)) is None
+
+
+# Retention deletes a segment part by part: its manifest can still name a shard folder whose chunk files are gone.
+# That is data loss, refused unless acknowledged.
+LOST_SPEC = FeedSpec(hours=4, events_per_hour=60, shards=2, records_per_chunk=20, seed=5)
+LOST_SEGMENT = utc(2026, 1, 1, 1, 10)
+LOST_SHARD = "log/01/2026/01/01/0110/"
+
+
+def _lose_shard(root, folder_too):
+    """Delete the chunk files of shard 01 of the 01:10 segment (and the folder itself, if ``folder_too``)."""
+    folder = root / LOST_SHARD
+    lost = sorted(folder.glob("*.avro"))
+    assert lost
+    for chunk in lost:
+        chunk.unlink()
+    if folder_too:
+        folder.rmdir()
+
+
+@pytest.mark.parametrize("folder_too", [False, True], ids=["chunk files deleted", "shard folder deleted"])
+def test_plan_refuses_a_shard_folder_without_chunk_files_naming_it_and_the_windows(tmp_path, folder_too):
+    generate_feed(tmp_path, LOST_SPEC)
+    _lose_shard(tmp_path, folder_too)
+    feed = ChangeFeed(Store(str(tmp_path)))
+    with pytest.raises(DataLossError) as refused:
+        plan_run(feed, utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 2, 10))
+    message = str(refused.value)
+    assert f"{tmp_path}/idx/segments/2026/01/01/0110/meta.json" in message
+    assert f"{tmp_path}/{LOST_SHARD}" in message
+    assert "log/00/2026/01/01/0110/" not in message  # its other shard is intact (a 0-byte chunk file is a chunk)
+    # The 01:10 segment feeds windows 00:10, 01:10 and 02:10; the run holds only the first two of them.
+    assert "2026-01-01T00:10:00Z, 2026-01-01T01:10:00Z" in message
+    assert "2026-01-01T02:10:00Z" not in message and "2025-12-31T23:10:00Z" not in message
+    assert message.endswith("Nothing was written; re-run with --acknowledge-data-loss "
+                            "(the DAG param acknowledge_data_loss=true) to apply what remains.")
+
+
+def test_plan_acknowledging_data_loss_skips_the_missing_shard_and_reports_it(tmp_path):
+    generate_feed(tmp_path, LOST_SPEC)
+    feed = ChangeFeed(Store(str(tmp_path)))
+    whole = plan_run(feed, utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 2, 10))
+    assert whole.missing_shards == [] and whole.describe()["missingShards"] == []
+    _lose_shard(tmp_path, folder_too=False)
+    plan = plan_run(feed, utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 2, 10), acknowledge_data_loss=True)
+    assert plan.describe()["missingShards"] == [{"segment": "2026-01-01T01:10:00Z", "shard": LOST_SHARD}]
+    assert [s.start for s in plan.segments] == [s.start for s in whole.segments]
+    assert plan.chunk_files == [c for c in whole.chunk_files if not c.path.startswith(LOST_SHARD)]
+    assert any(c.segment_start == LOST_SEGMENT and c.shard == "00" for c in plan.chunk_files)
+
+
+def test_plan_without_the_lost_segment_is_not_refused(tmp_path):
+    generate_feed(tmp_path, LOST_SPEC)
+    _lose_shard(tmp_path, folder_too=True)
+    # Window 23:10 reads the segments of 22:10, 23:10 (none) and 00:10, not the one of 01:10.
+    plan = plan_run(ChangeFeed(Store(str(tmp_path))), utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 0, 10))
+    assert [s.start for s in plan.segments] == [utc(2026, 1, 1, 0, 10)] and plan.missing_shards == []

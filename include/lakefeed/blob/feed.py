@@ -6,6 +6,10 @@ Layout (see the change feed specification)::
     idx/segments/YYYY/MM/DD/hhmm/meta.json     segment manifest: status, chunkFilePaths
     log/<shard>/YYYY/MM/DD/hhmm/00000.avro     chunk files, in name order per shard
 
+Retention deletes old segments, oldest first and not atomically, so a segment
+manifest can still name shard folders whose chunk files are gone
+(:class:`SegmentChunks` names them).
+
 Everything here is driver-side and cheap: small JSON files and folder listings.
 """
 
@@ -70,6 +74,19 @@ class Segment:
     @property
     def is_finalized(self) -> bool:
         return self.status == FINALIZED
+
+
+@dataclass(frozen=True)
+class SegmentChunks:
+    """The chunk files of a segment's shards, and the shard folders its manifest names that hold none.
+
+    A Finalized segment's shard folder always holds at least one chunk file (a 0-byte one counts: it is an
+    empty chunk); one holding none lost its chunk files, e.g. to retention deleting the segment part by part.
+    """
+
+    segment: Segment
+    chunk_files: list[ChunkFile]  # in shard order then chunk-name order
+    empty_shards: tuple[str, ...]  # shard folders (relative, ending in '/') holding no chunk file
 
 
 def parse_manifest(manifest: object, manifest_url: str, start: datetime) -> Segment:
@@ -191,18 +208,25 @@ class ChangeFeed:
         path = segment_manifest_path(start)
         return parse_manifest(self.store.read_json(path), self.store.url(path), start)
 
-    def chunk_files(self, segment: Segment) -> list[ChunkFile]:
-        """Every shard's chunk files, in shard order then chunk-name order."""
-        files = []
+    def segment_chunks(self, segment: Segment) -> SegmentChunks:
+        """Every shard's chunk files, and the shard folders holding none: one listing per shard folder."""
+        files, empty = [], []
         for shard_path in segment.shard_paths:
             entries = [e for e in self.store.list(shard_path) if not e.is_dir and e.name.endswith(".avro")]
+            if not entries:
+                empty.append(shard_path)
             entries.sort(key=lambda e: (_chunk_number(e.name), e.name))
             files.extend(
                 ChunkFile(segment_start=segment.start, shard=shard_name(shard_path),
                           path=shard_path + e.name, size=e.size)
                 for e in entries
             )
-        return files
+        return SegmentChunks(segment=segment, chunk_files=files, empty_shards=tuple(empty))
+
+    def chunk_files(self, segment: Segment) -> list[ChunkFile]:
+        """Every shard's chunk files, in shard order then chunk-name order (a shard folder holding none adds
+        nothing: :meth:`segment_chunks` names such folders)."""
+        return self.segment_chunks(segment).chunk_files
 
 
 def _chunk_number(name: str) -> int:

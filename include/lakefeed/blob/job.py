@@ -50,6 +50,11 @@ class RunSummary:
     chunkFiles: int
     emptyChunkFiles: int
     bytesRead: int
+    # Shard folders of segments read that held no chunk file, skipped as the run acknowledged:
+    # [{"segment": ISO start, "shard": "log/<shard>/YYYY/MM/DD/hhmm/"}]; empty unless --acknowledge-data-loss.
+    missingShards: list[dict[str, str]] = field(default_factory=list)
+    eventsTable: str | None = None  # where the MERGEs went: the commit step checks them against its plan
+    stateTable: str | None = None
     recordsRead: int = 0
     recordsClaimed: int = 0
     controlDropped: int = 0
@@ -89,9 +94,12 @@ def read_records(spark: SparkSession, plan: RunPlan, feed_root: str, decoder: st
     return inputs.mapInArrow(decode_arrow_partition, spark_schema())
 
 
-def plan(feed_root: str, window_start: datetime, window_end: datetime) -> RunPlan:
-    """Plan a run without Spark: a window that is not ready is refused before any JVM starts."""
-    return plan_run(ChangeFeed(Store(feed_root)), window_start, window_end)
+def plan(feed_root: str, window_start: datetime, window_end: datetime, *,
+         acknowledge_data_loss: bool = False) -> RunPlan:
+    """Plan a run without Spark: a window that is not ready, or a shard folder of a segment read that holds no
+    chunk file (unless ``acknowledge_data_loss``: then it is skipped), is refused before any JVM starts."""
+    return plan_run(ChangeFeed(Store(feed_root)), window_start, window_end,
+                    acknowledge_data_loss=acknowledge_data_loss)
 
 
 def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, state_table: str,
@@ -99,10 +107,12 @@ def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, s
     clock = _Clock()
     events_table, state_table = table_location(events_table), table_location(state_table)
     summary = RunSummary(
-        **{k: v for k, v in plan.describe().items() if k in ("windows", "lastConsumable", "segments")},
+        **{k: v for k, v in plan.describe().items() if k in ("windows", "lastConsumable", "segments", "missingShards")},
         chunkFiles=len(plan.chunk_files),
         emptyChunkFiles=sum(1 for c in plan.chunk_files if c.size == 0),
         bytesRead=plan.bytes,
+        eventsTable=events_table,
+        stateTable=state_table,
         lagHours=(plan.last_consumable - (plan.windows[-1] + HOUR)).total_seconds() / 3600,
     )
     log.info("planned %d window(s) %s..%s: %d segment(s), %d chunk file(s), %d bytes",
@@ -238,8 +248,8 @@ class _Clock:
 def format_summary(summary: RunSummary) -> str:
     d = summary.to_dict()
     lines = [f"blob change feed run: windows {d['windows'][0]} .. {d['windows'][-1]} ({len(d['windows'])})"]
-    for key in ("lastConsumable", "chunkFiles", "emptyChunkFiles", "bytesRead", "recordsRead", "recordsClaimed",
-                "controlDropped", "eventsClaimed", "strays", "duplicatesRemoved", "eventsUnique",
+    for key in ("lastConsumable", "chunkFiles", "emptyChunkFiles", "bytesRead", "missingShards", "recordsRead",
+                "recordsClaimed", "controlDropped", "eventsClaimed", "strays", "duplicatesRemoved", "eventsUnique",
                 "eventsInserted", "stateInserted", "stateUpdated", "commitsMade", "eventsBytesWritten",
                 "stateBytesWritten", "stateFilesRewritten", "stateRowsCopied", "eventsTableVersion", "stateTableVersion",
                 "lagHours", "seconds"):

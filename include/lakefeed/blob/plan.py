@@ -3,16 +3,23 @@
 The window arithmetic is pure (unit-tested without Spark or storage);
 :func:`plan_run` adds the cheap driver-side I/O: Segments.json, day listings,
 the manifests of the segments read, and the chunk files of their shards.
+A shard folder of a segment read that holds no chunk file is data loss: the
+plan refuses it unless the run acknowledges it, and then skips the shard.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from lakefeed.blob.feed import ChangeFeed, ChunkFile, Segment
+from lakefeed.blob.feed import ChangeFeed, ChunkFile, Segment, SegmentChunks
 from lakefeed.blob.timegrid import HOUR, WindowGrid, format_time
-from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyError
+from lakefeed.errors import DataLossError, FeedConfigError, FeedCorruptError, WindowNotReadyError
+
+log = logging.getLogger(__name__)
+ACKNOWLEDGE_DATA_LOSS = ("re-run with --acknowledge-data-loss (the DAG param acknowledge_data_loss=true) "
+                         "to apply what remains")
 
 
 def grid_of(segment_starts: list[datetime], last_consumable: datetime) -> WindowGrid:
@@ -61,6 +68,23 @@ def segments_to_read(windows: list[datetime], segment_starts: list[datetime],
     return sorted(start for start in segment_starts if start in wanted and start <= last_consumable)
 
 
+def windows_fed_by(segment_starts: list[datetime], windows: list[datetime]) -> list[datetime]:
+    """Those of ``windows`` that read a segment of ``segment_starts`` (one starting at S feeds S-1h, S, S+1h)."""
+    fed = {start + delta for start in segment_starts for delta in (-HOUR, HOUR * 0, HOUR)}
+    return [window for window in windows if window in fed]
+
+
+@dataclass(frozen=True)
+class MissingShard:
+    """A shard folder named by a segment the run reads that holds no chunk file, skipped as acknowledged."""
+
+    segment_start: datetime
+    shard_path: str  # relative to the container root, ending in '/'
+
+    def describe(self) -> dict[str, str]:
+        return {"segment": format_time(self.segment_start), "shard": self.shard_path}
+
+
 @dataclass(frozen=True)
 class RunPlan:
     """What one job run reads and which windows it claims events for."""
@@ -70,6 +94,7 @@ class RunPlan:
     last_consumable: datetime
     segments: list[Segment]
     chunk_files: list[ChunkFile] = field(repr=False)
+    missing_shards: list[MissingShard] = field(default_factory=list)  # data loss the run acknowledged
 
     @property
     def bytes(self) -> int:
@@ -82,11 +107,15 @@ class RunPlan:
             "segments": [format_time(s.start) for s in self.segments],
             "chunkFiles": len(self.chunk_files),
             "bytes": self.bytes,
+            "missingShards": [missing.describe() for missing in self.missing_shards],
         }
 
 
-def plan_run(feed: ChangeFeed, window_start: datetime, window_end: datetime) -> RunPlan:
-    """Plan ``[window_start, window_end)``; refuse (no writes) any window that is not ready."""
+def plan_run(feed: ChangeFeed, window_start: datetime, window_end: datetime, *,
+             acknowledge_data_loss: bool = False) -> RunPlan:
+    """Plan ``[window_start, window_end)``; refuse (no writes) any window that is not ready, and any shard
+    folder of a segment read that holds no chunk file unless ``acknowledge_data_loss`` (then it is skipped
+    and listed in :attr:`RunPlan.missing_shards`)."""
     last_consumable = feed.last_consumable()
     # Segments of the day before the range up to the day after: enough to find
     # the grid and every T-1h / T+1h segment, without listing the whole feed.
@@ -108,9 +137,30 @@ def plan_run(feed: ChangeFeed, window_start: datetime, window_end: datetime) -> 
             f"{format_time(last_consumable)}: "
             + ", ".join(feed.store.url(s.manifest_path) for s in publishing)
         )
-    chunk_files = [chunk for segment in segments for chunk in feed.chunk_files(segment)]
-    return RunPlan(windows=windows, grid=grid, last_consumable=last_consumable,
-                   segments=segments, chunk_files=chunk_files)
+    listings = [feed.segment_chunks(segment) for segment in segments]
+    lost = [listing for listing in listings if listing.empty_shards]
+    if lost and not acknowledge_data_loss:
+        raise DataLossError(f"{describe_data_loss(feed, lost, windows)}. Nothing was written; "
+                            f"{ACKNOWLEDGE_DATA_LOSS}.")
+    if lost:
+        log.warning("data loss acknowledged, skipping: %s", describe_data_loss(feed, lost, windows))
+    return RunPlan(windows=windows, grid=grid, last_consumable=last_consumable, segments=segments,
+                   chunk_files=[chunk for listing in listings for chunk in listing.chunk_files],
+                   missing_shards=[MissingShard(listing.segment.start, shard_path)
+                                   for listing in lost for shard_path in listing.empty_shards])
+
+
+def describe_data_loss(feed: ChangeFeed, lost: list[SegmentChunks], windows: list[datetime]) -> str:
+    """Each segment manifest naming shard folders that hold no chunk file, those folders, and the windows of
+    this run that may be incomplete."""
+    segments = "; ".join(
+        f"segment manifest {feed.store.url(listing.segment.manifest_path)} names shard folder(s) holding no "
+        f"chunk file: {', '.join(feed.store.url(shard_path) for shard_path in listing.empty_shards)}"
+        for listing in lost
+    )
+    incomplete = windows_fed_by([listing.segment.start for listing in lost], windows)
+    return (f"{segments} (their chunk files were deleted, likely by the change feed's retention). Windows of this "
+            f"run that may be missing events: {', '.join(format_time(w) for w in incomplete)}")
 
 
 def plan_ready_windows(feed: ChangeFeed, after: datetime | None = None) -> tuple[datetime, datetime] | None:

@@ -10,6 +10,13 @@ a row nor resurrect a deleted one. Delta's idempotent-write options
 per writer, so an older range replayed after a newer one would be skipped
 whole, including keys it alone changed. Readers of the target filter
 ``NOT _cdf_deleted`` (tombstones are kept on purpose).
+
+Spark reads every range with the source's latest schema: columns added
+after the range come as null, so ranges apply across additive changes in any
+chunking and order (the target's extra columns null where the source had
+none). Drops, renames and type changes inside, before or after the range are
+refused by name before any Spark job (:mod:`lakefeed.cdf.log`); should Delta
+still refuse the read, its refusal becomes a :class:`ChangeDataError` too.
 """
 
 from __future__ import annotations
@@ -24,8 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.cdf.log import check_range, check_target
-from lakefeed.deltalog import DeltaLog
+from lakefeed.cdf.log import check_later_changes, check_range, check_target, latest_schema
 from lakefeed.cdf.transforms import (
     CDF_COLUMNS,
     DELETED_COLUMN,
@@ -44,6 +50,7 @@ from lakefeed.delta import (
     table_version,
     tagged_write,
 )
+from lakefeed.deltalog import DeltaLog
 from lakefeed.errors import ChangeDataError, FeedConfigError
 from lakefeed.storage import Store
 
@@ -109,13 +116,14 @@ def read_changes(spark: SparkSession, source: str, start: int, end: int) -> Data
     )
 
 
-def _check_target(source_log: DeltaLog, target: str, end: int) -> None:
-    """The target's data columns against the source's as of ``end`` (JVM-free: both logs)."""
+def _check_target(source_log: DeltaLog, target: str, range_fields: list[dict], latest_fields: list[dict]) -> None:
+    """The target's data columns against the source's as of the range's end, columns added later accepted
+    (JVM-free: both logs)."""
     metadata = DeltaLog(Store(target)).latest_metadata()
     if metadata is None or not metadata.get("schemaString"):
         return
     target_fields = json.loads(metadata["schemaString"])["fields"]
-    check_target(source_log.root, target, source_log.table_state(end)[1], target_fields, tuple(TARGET_COLUMNS))
+    check_target(source_log.root, target, range_fields, target_fields, tuple(TARGET_COLUMNS), latest_fields)
 
 
 def _target_base_version(target: str) -> int | None:
@@ -134,15 +142,19 @@ def run(spark: SparkSession, source: str, target: str, keys: list[str], start: i
     source, target = table_location(source), table_location(target)
     delta_log = DeltaLog(Store(source))
     check_range(delta_log, start, end)
-    _check_target(delta_log, target, end)
     latest = delta_log.latest_version()
     summary = CdfSummary(source=source, target=target, startingVersion=start, endingVersion=end,
                          latestVersion=latest, lagVersions=latest - end, sourceTableId=delta_log.table_id())
     base = _target_base_version(target)
-    if base is not None and end <= base:
+    if base is not None and end <= base:  # nothing read nor written: whatever changed since, no check applies
         log.info("target was rebuilt at source version %d: range [%d, %d] is already in it", base, start, end)
         return summary
     read_from = max(start, base + 1) if base is not None else start
+    # Schema rules by range: the range's columns as of its end, against the target and the latest schema
+    # Spark will read the range with.
+    range_fields, latest_fields = delta_log.table_state(end)[1], latest_schema(delta_log)
+    _check_target(delta_log, target, range_fields, latest_fields)
+    check_later_changes(delta_log, start, end, range_fields, latest_fields)
 
     changes = read_changes(spark, source, read_from, end)
     selected = _columns(changes.columns, keys, columns)
@@ -151,7 +163,8 @@ def run(spark: SparkSession, source: str, target: str, keys: list[str], start: i
         try:
             counts = last_changes.agg(F.count(F.lit(1)), F.sum(ROWS_OF_KEY), F.min(keys[0]), F.max(keys[0])).collect()[0]
         except Exception as exc:
-            raise _vacuumed(exc, source, read_from, end) or exc
+            raise (_vacuumed(exc, source, read_from, end) or _unreadable_schema(exc, delta_log, read_from, end)
+                   or exc)
         summary.keysChanged, summary.rowsRead = int(counts[0]), int(counts[1] or 0)
         laps["read"] = round(time.perf_counter() - clock, 3)
         summary.addedColumns = _merge(spark, to_target_rows(last_changes, selected), target, keys, summary,
@@ -178,6 +191,30 @@ def _vacuumed(exc: Exception, source: str, start: int, end: int) -> ChangeDataEr
     return ChangeDataError(
         f"change data files of {source} for versions {start}..{end} are gone (removed by VACUUM); "
         f"rebuild the target with a full refresh (delta_cdf_job.py --full-refresh) and resume from its version"
+    )
+
+
+_INCOMPATIBLE_SCHEMA = ("DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA",
+                        "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE")
+
+
+def _unreadable_schema(exc: Exception, source_log: DeltaLog, start: int, end: int) -> ChangeDataError | None:
+    """The refusal for a range Delta will not read with the source's latest schema, when the check before
+    the read did not foresee it (a schema change committed meanwhile, or one the check does not model):
+    the check again, against the schema now latest, or else Delta's reason with the full-refresh hint.
+    Any other error stays what it is."""
+    text = str(exc)
+    if not any(code in text for code in _INCOMPATIBLE_SCHEMA):
+        return None
+    try:
+        check_later_changes(source_log, start, end)
+    except ChangeDataError as refusal:
+        return refusal
+    found = re.search(r"found an incompatible (?:data )?schema(?: change)? at version \d+", text)
+    return ChangeDataError(
+        f"the range [{start}, {end}] of {source_log.root} cannot be read as change data with the table's latest "
+        f"schema (Delta: {found.group(0) if found else text.strip().splitlines()[0]}). Rebuild the target with a "
+        f"full refresh (delta_cdf_job.py --full-refresh) and resume from its version; older ranges are then no-ops."
     )
 
 

@@ -2,6 +2,15 @@
 
 Sensors and planning use this to decide without starting Spark; the job uses
 it to refuse, with an actionable message, ranges that cannot be read.
+
+Schema rules go by range, not by today's schema. Spark reads a batch change
+feed range with the source's *latest* schema (Delta 4.x): a column added
+after the range reads as null, so a target made from any range already has
+it, and ranges apply in any chunking and order. A column dropped, renamed or
+retyped is refused by name, whether the change lies inside the range
+(:func:`check_range`), before it (the target still has the old column:
+:func:`check_target`) or after it (Delta cannot read the range with the
+latest schema: :func:`check_later_changes`).
 """
 
 from __future__ import annotations
@@ -25,10 +34,12 @@ class SchemaChange:
     removed: tuple[str, ...]
     retyped: tuple[str, ...]
     added: tuple[str, ...]
+    # Nullable columns made NOT NULL (only looked at when asked: :func:`check_later_changes`).
+    tightened: tuple[str, ...] = ()
 
     @property
     def additive(self) -> bool:
-        return not (self.removed or self.retyped)
+        return not (self.removed or self.retyped or self.tightened)
 
 
 def cdf_enabled(properties: dict[str, str]) -> bool:
@@ -53,14 +64,31 @@ def _signatures(fields: list[dict], skip: tuple[str, ...] = ()) -> dict[str, str
     return {f["name"]: type_signature(f["type"]) for f in fields if f["name"] not in skip}
 
 
-def schema_change(version: int, before: list[dict], after: list[dict]) -> SchemaChange:
+def schema_change(version: int, before: list[dict], after: list[dict], nullability: bool = False) -> SchemaChange:
+    """The columns ``after`` removed, retyped and added against ``before``; with ``nullability``, also the
+    nullable ones it made NOT NULL (Delta will not read data written under ``before`` with ``after``)."""
     old, new = _signatures(before), _signatures(after)
+    tightened: tuple[str, ...] = ()
+    if nullability:
+        required = {f["name"] for f in after if f.get("nullable", True) is False}
+        tightened = tuple(sorted(f["name"] for f in before if f.get("nullable", True) and f["name"] in required
+                                 and old[f["name"]] == new[f["name"]]))
     return SchemaChange(
         version=version,
         removed=tuple(sorted(set(old) - set(new))),
         retyped=tuple(sorted(n for n in set(old) & set(new) if old[n] != new[n])),
         added=tuple(sorted(set(new) - set(old))),
+        tightened=tightened,
     )
+
+
+def latest_schema(log: DeltaLog) -> list[dict]:
+    """Schema fields of the source's latest version, from its newest ``metaData`` (a few small files; delta-rs
+    only when log cleanup left no commit or checkpoint holding it)."""
+    metadata = log.latest_metadata() or {}
+    if metadata.get("schemaString"):
+        return json.loads(metadata["schemaString"])["fields"]
+    return log.table_state()[1]
 
 
 def check_range(log: DeltaLog, start: int, end: int) -> list[SchemaChange]:
@@ -148,11 +176,19 @@ def _refuse_column_mapping(where: str, properties: dict[str, str], version: int)
 
 
 def check_target(where: str, target: str, source_fields: list[dict], target_fields: list[dict],
-                 own_columns: tuple[str, ...]) -> None:
+                 own_columns: tuple[str, ...], latest_fields: list[dict] | None = None) -> None:
     """Refuse a target whose data columns the source no longer has, or has with another type (the source
     changed them before the range, or the target was made from another table): a MERGE would fail or
-    cast values silently."""
-    source, target_types = _signatures(source_fields), _signatures(target_fields, own_columns)
+    cast values silently.
+
+    ``source_fields`` is the source's schema as of the range's end, ``latest_fields`` its latest one. A
+    target column the source lacks at the range's end but has, with the same type, in its latest schema
+    was added after the range: Spark reads the range with the latest schema, where it is null, so it is
+    accepted (a newer range applied first, or a full refresh, made the target with it). A column in
+    neither was dropped or renamed; a column of another type was retyped: both refused by name.
+    """
+    at_end, target_types = _signatures(source_fields), _signatures(target_fields, own_columns)
+    source = {**_signatures(latest_fields or []), **at_end}  # a column the range has: its type as of the range
     missing = sorted(set(target_types) - set(source))
     retyped = sorted(n for n in set(target_types) & set(source) if target_types[n] != source[n])
     if missing or retyped:
@@ -163,6 +199,53 @@ def check_target(where: str, target: str, source_fields: list[dict], target_fiel
                          for n in retyped) or "-")
             + ". Rebuild the target with a full refresh (delta_cdf_job.py --full-refresh) and resume from its version."
         )
+
+
+def check_later_changes(log: DeltaLog, start: int, end: int, range_fields: list[dict] | None = None,
+                        latest_fields: list[dict] | None = None) -> None:
+    """Refuse a range whose columns a later version removed (dropped, renamed), retyped or made NOT NULL,
+    naming the columns and the first such version.
+
+    Spark reads a batch change feed range with the table's latest schema and refuses a range whose schema
+    is not part of it (``DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA`` or ``…_SCHEMA_CHANGE``, after
+    the job has started): no chunking can read it any more. Columns added later are fine (null in the
+    range). ``range_fields`` (the schema as of ``end``; every earlier one of the range is part of it, as
+    :func:`check_range` allows additive changes only) and ``latest_fields`` (the latest schema) are read
+    from the log when not given.
+    """
+    latest = log.latest_version()
+    if latest is None or end >= latest:
+        return
+    range_fields = log.table_state(end)[1] if range_fields is None else range_fields
+    latest_fields = latest_schema(log) if latest_fields is None else latest_fields
+    change = schema_change(latest, range_fields, latest_fields, nullability=True)
+    if change.additive:
+        return
+    version = _first_changed_at(log, end + 1, latest, range_fields, {*change.removed, *change.retyped,
+                                                                     *change.tightened})
+    tightened = f"; made NOT NULL: {', '.join(change.tightened)}" if change.tightened else ""
+    raise ChangeDataError(
+        f"the range [{start}, {end}] of {log.root} cannot be read as change data: Spark reads it with the "
+        f"table's latest schema, and later versions changed its columns non-additively (removed: "
+        f"{', '.join(change.removed) or '-'}; type changed: {', '.join(change.retyped) or '-'}{tightened}), "
+        f"first at version {version}. Rebuild the target with a full refresh (delta_cdf_job.py --full-refresh) "
+        f"at version {version} or later and resume from its version; older ranges are then no-ops."
+    )
+
+
+def _first_changed_at(log: DeltaLog, first: int, last: int, fields: list[dict], columns: set[str]) -> int:
+    """The first version in ``first..last`` whose schema removes, retypes or tightens one of ``columns``
+    against ``fields`` (``last`` when the commits cannot tell: log cleanup running meanwhile)."""
+    try:
+        for version, metadata in log.metadata_changes(first, last):
+            if metadata.get("schemaString"):
+                change = schema_change(version, fields, json.loads(metadata["schemaString"])["fields"],
+                                       nullability=True)
+                if columns & {*change.removed, *change.retyped, *change.tightened}:
+                    return version
+    except ChangeDataError as exc:
+        log_module.warning("%s: cannot find the version that changed %s (%s)", log.root, sorted(columns), exc)
+    return last
 
 
 def _enabled_at(log: DeltaLog, first: int, last: int) -> int | None:

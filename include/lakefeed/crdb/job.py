@@ -90,6 +90,7 @@ class CrdbSummary:
     resolvedLagSeconds: float = 0.0
     commitsMade: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    targetRoot: str | None = None  # where the topic tables are: the commit step checks it against its plan
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -116,7 +117,7 @@ def run(spark: SparkSession, sink_root: str, target_root: str, sink_range: SinkR
                             sink_range.through.timestamp, Store(sink_root).root, applied)
     summary = CrdbSummary(**{k: v for k, v in sink_range.describe().items()
                              if k in ("afterResolved", "throughResolved", "files", "lateFiles")},
-                          bytesRead=sink_range.bytes)
+                          bytesRead=sink_range.bytes, targetRoot=target_root)
     summary.resolvedLagSeconds = round(time.time() - sink_range.through.timestamp.wall / 1e9, 3)
     if sink_range.late:
         log.warning("%d late file(s) named before --after-resolved and never applied: %s", len(sink_range.late),

@@ -48,7 +48,8 @@ def store(tmp_path):
 def finish(planned, index, **extra):
     """What a job leaves after its MERGEs committed: a summary naming its windows."""
     batch = blob_tasks.Batch.from_dict(planned["batches"][index])
-    summary = {"windows": blob_tasks._windows_of(batch), "eventsInserted": 1, **extra}
+    summary = {"windows": blob_tasks._windows_of(batch), "eventsInserted": 1, "eventsTable":
+               planned["targetTables"]["events"], "stateTable": planned["targetTables"]["state"], **extra}
     (Path(planned["runFolder"]) / f"{index}.json").write_text(json.dumps(summary))
 
 
@@ -70,10 +71,11 @@ def test_first_plan_batches_every_ready_window_up_to_the_cap(config):
     ]
     folder = Path(planned["runFolder"])
     assert folder.parent == Path(config.run_dir) / DAG / "scheduled__1" and folder.is_dir()
-    args = blob_tasks.job_arguments(config, planned)
+    args = blob_tasks.job_arguments(planned)
     assert args[1][:6] == ["--feed-root", config.feed_root, "--window-start", "2026-01-01T01:10:00Z",
                            "--window-end", "2026-01-01T03:10:00Z"]
-    assert args[1][-4:] == ["--decoder", "auto", "--summary-json", str(folder / "1.json")]
+    assert args[1][-6:] == ["--decoder", "auto", "--pipeline-id", "lakefeed_blob_checkpoint", "--summary-json",
+                            str(folder / "1.json")]
     # Planning the same run again gets a new folder: summaries of the earlier plan are never credited.
     assert blob_tasks.plan(config, BlobCheckpoint(), {}, run())["runFolder"] != planned["runFolder"]
 
@@ -189,8 +191,10 @@ def test_targets_dropped_or_recreated_behind_the_checkpoint_are_refused(config, 
 
     from deltalake import write_deltalake
 
-    make_tables(config)
-    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run())
+    make_tables(config)  # written by delta-rs, not this pipeline: a first run adopts them explicitly
+    with pytest.raises(CheckpointMismatchError, match="already holds rows: version 0 \\(WRITE\\) changed its rows"):
+        blob_tasks.plan(config, BlobCheckpoint(), {}, run())
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {"adopt_targets": True}, run())
     finish(planned, 0)
     with pytest.raises(RuntimeError):
         blob_tasks.commit(store, planned, "r")
@@ -208,3 +212,56 @@ def test_targets_dropped_or_recreated_behind_the_checkpoint_are_refused(config, 
     moved = BlobPipelineConfig(**{**config.__dict__, "events_table": config.events_table + "_v2"})
     with pytest.raises(CheckpointMismatchError, match="events table is now configured as .*_v2"):
         blob_tasks.plan(moved, recorded, {}, run("r5"))
+
+
+def _drop_segment(config, start: str) -> None:
+    import shutil
+
+    moment = parse_time(start)
+    feed = Path(config.feed_root)
+    shutil.rmtree(feed / "idx" / "segments" / f"{moment:%Y/%m/%d/%H%M}")
+    for shard in (feed / "log").iterdir():
+        shutil.rmtree(shard / f"{moment:%Y/%m/%d/%H%M}", ignore_errors=True)
+
+
+def test_segments_lost_to_retention_are_refused_until_acknowledged_and_the_commit_records_the_next(config, store):
+    from lakefeed.errors import DataLossError
+
+    small = BlobPipelineConfig(**{**config.__dict__, "max_windows_per_run": 2})
+    planned = blob_tasks.plan(small, BlobCheckpoint(), {}, run())  # windows 23:10, 00:10
+    assert planned["segmentMarks"]["2026-01-01T01:10:00Z"] == "2026-01-01T00:10:00Z"
+    for index in range(len(planned["batches"])):
+        finish(planned, index)
+    blob_tasks.commit(store, planned, "r1")
+    recorded = store.load()
+    assert recorded.watermark == parse_time("2026-01-01T01:10Z")
+    assert recorded.next_segment == parse_time("2026-01-01T00:10Z")
+    assert recorded.segments_listed_through == parse_time("2026-01-01T04:10Z")
+
+    _drop_segment(config, "2026-01-01T00:10Z")
+    _drop_segment(config, "2026-01-01T01:10Z")
+    with pytest.raises(DataLossError, match=r"windows 2026-01-01T01:10:00Z \.\. 2026-01-01T03:10:00Z .*"
+                                            r"acknowledge_data_loss=true"):
+        blob_tasks.plan(small, recorded, {}, run("r2"))
+    planned = blob_tasks.plan(small, recorded, {"acknowledge_data_loss": True}, run("r3"))
+    assert planned["dataLoss"]["windows"] == ["2026-01-01T01:10:00Z", "2026-01-01T03:10:00Z"]
+    assert planned["batches"] == [{"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T03:10:00Z"}]
+    assert "--acknowledge-data-loss" in blob_tasks.job_arguments(planned)[0]
+    finish(planned, 0)
+    report = blob_tasks.commit(store, planned, "r3")
+    assert report["dataLossAcknowledged"]["acknowledgedBy"] == "r3" and report["watermark"] == "2026-01-01T03:10:00Z"
+    assert store.load().next_segment == parse_time("2026-01-01T02:10Z")
+    blob_tasks.plan(small, store.load(), {}, run("r4"))  # every segment it needs is there: no refusal
+
+
+def test_the_commit_works_from_the_plans_configuration_not_the_variable_as_edited(config, tmp_path):
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run())
+    edited = BlobPipelineConfig(**{**config.__dict__, "events_table": str(tmp_path / "elsewhere")})
+    assert blob_tasks.planned_config(planned) == config != edited
+    assert all(args[args.index("--events-table") + 1] == config.events_table
+               for args in blob_tasks.job_arguments(planned))
+    # A summary of a job that wrote elsewhere is not credited to the plan.
+    batch = blob_tasks.Batch.from_dict(planned["batches"][0])
+    summary = {"windows": blob_tasks._windows_of(batch), "eventsTable": edited.events_table,
+               "stateTable": config.state_table}
+    assert not blob_tasks._belongs(summary, planned["batches"][0], planned["targetTables"])

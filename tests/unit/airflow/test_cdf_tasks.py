@@ -60,11 +60,13 @@ def finish(planned, index, **extra):
         summary = {"mode": job["mode"], "startingVersion": job["version"], "endingVersion": job["version"]}
     else:
         summary = {"mode": job["mode"], "startingVersion": job["start"], "endingVersion": job["end"]}
+    pipeline = cdf_tasks.planned_config(planned).pipeline(job["pipeline"])
+    summary |= {"source": pipeline.source_table, "target": pipeline.target_table}
     Path(planned["runFolder"], f"{index}.json").write_text(json.dumps({**summary, "inserted": 1, **extra}))
 
 
 def commit(config, store, planned, run_id="r"):
-    return cdf_tasks.commit(config, {"orders": store}, planned, run_id)
+    return cdf_tasks.commit({"orders": store}, planned, run_id)
 
 
 def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(config, store):
@@ -77,8 +79,9 @@ def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(c
     after = store.load()
     assert after.applied_version == 7 and report["pipelines"]["orders"]["lagVersions"] == 0
     assert after.source_id == DeltaLog(Store(config.pipelines[0].source_table)).table_id()
-    args = cdf_tasks.job_arguments(config, planned)
-    assert args[1][-6:-2] == ["--starting-version", "3", "--ending-version", "5"]
+    args = cdf_tasks.job_arguments(planned)
+    assert args[1][-8:-2] == ["--starting-version", "3", "--ending-version", "5", "--pipeline-id",
+                              "lakefeed_cdf_checkpoint__orders"]
 
 
 def test_first_run_of_a_source_whose_change_feed_came_late_is_a_full_refresh(tmp_path, store):
@@ -205,3 +208,61 @@ def test_a_summary_of_another_range_is_not_credited(config, store):
     with pytest.raises(RuntimeError, match="2 of 3"):
         commit(config, store, planned)
     assert store.load().applied_version is None  # job 0 is not done, so nothing before job 1 counts
+
+
+def test_changed_keys_or_columns_are_refused_naming_old_and_new_until_a_full_refresh(config, store):
+    from dataclasses import replace
+
+    planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
+    for index in range(len(planned["jobs"])):
+        finish(planned, index)
+    commit(config, store, planned)
+    assert (store.load().keys, store.load().columns) == (("id",), None)
+    rekeyed = replace(config, pipelines=[replace(config.pipelines[0], keys=["id", "v"])])
+    with pytest.raises(CheckpointMismatchError, match=r"keys \[id\], but the configuration now says \[id, v\].*"
+                                                      r"full_refresh=true"):
+        cdf_tasks.plan(rekeyed, checkpoints(store), {}, run("r2"))
+    narrowed = replace(config, pipelines=[replace(config.pipelines[0], columns=["v"])])
+    with pytest.raises(CheckpointMismatchError, match="columns all columns, but the configuration now says v"):
+        cdf_tasks.plan(narrowed, checkpoints(store), {}, run("r3"))
+    planned = cdf_tasks.plan(rekeyed, checkpoints(store), {"full_refresh": True}, run("m1", "manual"))
+    finish(planned, 0)
+    commit(rekeyed, store, planned)
+    assert store.load().keys == ("id", "v")
+    cdf_tasks.plan(rekeyed, checkpoints(store), {}, run("r4"))  # the new definition is the checkpoint's now
+
+
+def test_a_missing_source_is_refused_by_the_plan_and_the_sensor_naming_it(tmp_path, store):
+    from dataclasses import replace
+
+    config = CdfConfig(pipelines=[CdfPipeline(name="ghost", source_table=str(tmp_path / "nowhere"),
+                                              target_table=str(tmp_path / "t"), keys=["id"])], run_dir=str(tmp_path))
+    for params, run_ in (({}, run()), ({"starting_version": 0, "ending_version": 1}, run("m", "manual")),
+                         ({"full_refresh": True}, run("m2", "manual"))):
+        with pytest.raises(ChangeDataError, match=f"the source table {tmp_path / 'nowhere'} does not exist"):
+            cdf_tasks.plan(config, {"ghost": store.load()}, params, run_)
+    with pytest.raises(ChangeDataError, match="does not exist"):
+        sources_behind([{"name": "ghost", "source_table": str(tmp_path / "nowhere"), "checkpoint_variable": "v",
+                         "applied_version": None}])
+    assert replace(config).pipelines[0].name == "ghost"
+
+
+def test_versions_cleaned_from_the_log_are_refused_for_ranges_and_backfill_intervals(tmp_path, store):
+    from lakefeed.errors import DataLossError
+
+    from deltalake import DeltaTable
+
+    source = tmp_path / "source"
+    commit_versions(source, 4)
+    DeltaTable(str(source)).create_checkpoint()  # at version 3: the table stays readable without 0 and 1
+    for version in (0, 1):
+        (source / "_delta_log" / f"{version:020d}.json").unlink()
+    config = CdfConfig(pipelines=[CdfPipeline(name="orders", source_table=str(source),
+                                              target_table=str(tmp_path / "t"), keys=["id"])], run_dir=str(tmp_path))
+    with pytest.raises(DataLossError, match=f"versions 0..1 of {source} are no longer in its log"):
+        cdf_tasks.plan(config, checkpoints(store), {"starting_version": 0, "ending_version": 3}, run("m", "manual"))
+    cdf_tasks.plan(config, checkpoints(store), {"starting_version": 2, "ending_version": 3}, run("m2", "manual"))
+    interval = run("backfill__1", "backfill", datetime(2020, 1, 1, tzinfo=timezone.utc),
+                   datetime(2020, 1, 1, 1, tzinfo=timezone.utc))
+    with pytest.raises(DataLossError, match="versions 0..1 .* are no longer in its log"):  # before: nothing, green
+        cdf_tasks.plan(config, checkpoints(store), {}, interval)

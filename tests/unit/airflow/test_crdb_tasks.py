@@ -47,7 +47,7 @@ def store(tmp_path):
 def finish(planned, index):
     batch = planned["batches"][index]
     summary = {"afterResolved": batch["after"], "throughResolved": batch["through"], "messagesRead": 10,
-               "topics": {}}
+               "topics": {}, "targetRoot": planned["targetRoot"]}
     Path(planned["runFolder"], f"{index}.json").write_text(json.dumps(summary))
 
 
@@ -56,14 +56,14 @@ def test_scheduled_runs_take_resolved_files_in_batches_from_the_first_file(confi
     r = sink.resolved
     assert planned["batches"] == [{"after": None, "through": r[1]}, {"after": r[1], "through": r[3]}]
     assert planned["newestResolved"] == r[-1] and planned["sink"].startswith("file://")
-    args = crdb_tasks.job_arguments(config, planned)
+    args = crdb_tasks.job_arguments(planned)
     assert "--after-resolved" not in args[0] and args[1][4:8] == ["--after-resolved", r[1], "--through-resolved", r[3]]
     finish(planned, 1)  # the first batch failed: nothing may move past it
     with pytest.raises(RuntimeError, match="1 of 2 batch"):
-        crdb_tasks.commit(config, store, planned, "r1")
+        crdb_tasks.commit(store, planned, "r1")
     assert store.load().resolved is None and store.load().sink == planned["sink"]
     finish(planned, 0)
-    report = crdb_tasks.commit(config, store, planned, "r1 retry")
+    report = crdb_tasks.commit(store, planned, "r1 retry")
     assert store.load().resolved == r[3] and report["checkpointMoved"]
     assert report["lagSeconds"] == (Hlc.parse(r[-1]).wall - Hlc.parse(r[3]).wall) / 1e9
     nxt = crdb_tasks.plan(config, store.load(), {}, run("scheduled__2"))
@@ -76,7 +76,7 @@ def test_a_backfill_is_exactly_its_range_and_never_moves_the_checkpoint(config, 
                               run("m", "manual"))
     assert planned["kind"] == "backfill" and planned["batches"] == [{"after": r[0], "through": r[2]}]
     finish(planned, 0)
-    crdb_tasks.commit(config, store, planned, "m")
+    crdb_tasks.commit(store, planned, "m")
     assert store.load() == CrdbCheckpoint()
     cases = [({"after_resolved": r[0]}, ConfigError, "needs through_resolved"),
              ({"after_resolved": r[2], "through_resolved": r[0]}, ConfigError, "must be before"),
@@ -126,3 +126,24 @@ def test_the_trigger_serializes_exactly_and_fires_on_a_newer_resolved_file(confi
     assert first_event(done)["status"] == "timeout"
     moved = ResolvedTimestampTrigger(**{**kwargs, "sink_identity": "file:///elsewhere"})
     assert first_event(moved)["status"] == "refused"
+
+
+def test_a_moved_target_root_is_refused_naming_both_and_a_reset_records_the_new(config, store, sink):
+    planned = crdb_tasks.plan(config, store.load(), {}, run())
+    for index in range(len(planned["batches"])):
+        finish(planned, index)
+    crdb_tasks.commit(store, planned, "r1")
+    assert store.load().target_root == config.target_root
+    moved = CrdbConfig(**{**config.__dict__, "target_root": config.target_root + "_moved"})
+    with pytest.raises(CheckpointMismatchError, match=f"target_root {config.target_root}, but the configuration "
+                                                      f"now says {moved.target_root}.*reset_checkpoint=true"):
+        crdb_tasks.plan(moved, store.load(), {}, run("r2"))
+    planned = crdb_tasks.plan(moved, store.load(), {"reset_checkpoint": True}, run("r3"))
+    assert planned["targetRoot"] == moved.target_root and "--target-root" in crdb_tasks.job_arguments(planned)[0]
+    # A checkpoint written before targetRoot was recorded: its topic tables' folder is the root it was made with.
+    legacy = CrdbCheckpoint(resolved=sink.resolved[0], targets={})
+    assert crdb_tasks.recorded_root(legacy) is None
+    from lakefeed.checkpoint import TableMark
+
+    legacy = CrdbCheckpoint(resolved=sink.resolved[0], targets={f"{config.target_root}/orders": TableMark("t", 1)})
+    assert crdb_tasks.recorded_root(legacy) == config.target_root

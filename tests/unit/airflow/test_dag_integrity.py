@@ -71,7 +71,8 @@ def test_blob_dag_shape(dagbag):
     assert dag.task_dict["wait_for_ready_window"].deferrable is True
     assert dag.task_dict["commit_checkpoint"].trigger_rule == "all_done"
     assert dag.task_dict["ingest_windows"].pool == "lakefeed_spark"
-    assert set(dag.params) == {"window_start", "window_end", "reset_checkpoint"}
+    assert set(dag.params) == {"window_start", "window_end", "reset_checkpoint", "acknowledge_data_loss",
+                                "adopt_targets"}
     assert dag.task_dict["plan_windows"].retries == 1 and dag.task_dict["commit_checkpoint"].retries == 0
 
 
@@ -79,14 +80,14 @@ def test_cdf_dag_shape(dagbag):
     dag = dagbag.dags["delta_cdf_to_delta"]
     assert set(dag.task_dict) == {"wait_for_new_versions", "plan_ranges", "spark_arguments", "apply_ranges",
                                   "commit_checkpoints", "fail_run_if_a_task_failed"}
-    assert set(dag.params) == {"pipeline", "starting_version", "ending_version", "full_refresh"}
+    assert set(dag.params) == {"pipeline", "starting_version", "ending_version", "full_refresh", "adopt_targets"}
 
 
 def test_crdb_dag_shape(dagbag):
     dag = dagbag.dags["cockroach_changefeed_to_delta"]
     assert set(dag.task_dict) == {"wait_for_resolved", "plan_ranges", "spark_arguments", "apply_ranges",
                                   "commit_checkpoint", "fail_run_if_a_task_failed"}
-    assert set(dag.params) == {"after_resolved", "through_resolved", "reset_checkpoint"}
+    assert set(dag.params) == {"after_resolved", "through_resolved", "reset_checkpoint", "adopt_targets"}
     assert dag.task_dict["wait_for_resolved"].deferrable is True
 
 
