@@ -66,3 +66,10 @@ def test_secrets_are_never_shown():
     assert shown == {"feed_root": "https://acct.blob.core.windows.net/c?sv=2024&sig=***&se=1",
                      "spark_conf": {"spark.executor.memory": "2g"}, "wasb_conn_id": "wasb_feed"}
     assert redact("BlobEndpoint=x;AccountKey=c2VjcmV0;") == "BlobEndpoint=x;AccountKey=***;"
+
+
+def test_a_run_its_plan_refused_shows_why_in_every_pipelines_row():
+    refused = {**BASE, "state": "failed", "refused": "DataLossError: the segments from 2026-01-01T00:10:00Z …"}
+    for row in (blob_row(refused, None), cdf_row(refused, None, "orders"), crdb_row(refused, None)):
+        assert row.state == "failed" and row.refused.startswith("DataLossError") and row.read is None
+    assert blob_row(BASE, None).refused is None
