@@ -289,17 +289,18 @@ def test_the_backfill_forms_create_runs_with_their_conf(stack, ran):
     token = api.login()
     blob_runs = wait_for(lambda: [r for r in api.runs(token, BLOB) if (r.get("conf") or {}).get("window_start")],
                          60, "the blob backfill run")
-    assert blob_runs[0]["conf"] == {"window_start": window_start, "window_end": window_end, "reset_checkpoint": False}
+    assert blob_runs[0]["conf"] == {"window_start": window_start, "window_end": window_end, "reset_checkpoint": False,
+                                    "acknowledge_data_loss": False, "adopt_targets": False}
     cdf_runs = wait_for(lambda: [r for r in api.runs(token, CDF) if (r.get("conf") or {}).get("pipeline")],
                         60, "the CDF backfill run")
     assert cdf_runs[0]["conf"] == {"pipeline": "orders", "starting_version": 1, "ending_version": 2,
-                                   "full_refresh": False}
+                                   "full_refresh": False, "adopt_targets": False}
     for dag_id in (BLOB, CDF, CRDB):
         assert api.call(f"/api/v2/dags/{dag_id}", token)[1]["is_paused"] is True, dag_id
     crdb_runs = wait_for(lambda: [r for r in api.runs(token, CRDB) if (r.get("conf") or {}).get("after_resolved")],
                          60, "the CockroachDB backfill run")
     assert crdb_runs[0]["conf"] == {"after_resolved": AFTER_RESOLVED, "through_resolved": THROUGH_RESOLVED,
-                                    "reset_checkpoint": False}
+                                    "reset_checkpoint": False, "adopt_targets": False}
 
 
 def open_browser(playwright, width: int):
