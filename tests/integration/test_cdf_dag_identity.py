@@ -6,8 +6,10 @@ with a green run (issue 20), each against the source's snapshot and the checkpoi
 - a source path that does not exist: a failed run naming it, never a green one;
 - a backfill of versions whose commits log cleanup removed: a failed run naming the versions;
 - the configuration edited while a run's jobs run: the commit step vouches for what the jobs wrote, and the
-  next run refuses the moved target;
-- a chunked backfill across an additive column change, then scheduled runs: the target equals the source.
+  next run refuses the moved target.
+
+(A chunked backfill across an additive column change is in test_cdf_dag_added_column.py, its own file so
+the two long sequences run on different test workers.)
 
 Configuration lives in the metadata database here (``airflow variables set``), so a test can edit it while a
 run is in flight, as a user editing the Variable in the UI would. (`airflow dags test` parses the DAG without
@@ -151,26 +153,3 @@ def test_a_config_edit_while_the_jobs_run_cannot_make_the_checkpoint_vouch_for_a
     simulator.commit("update")
     result = dags_test(env, DAG, succeed=False)
     assert f"the target table is now configured as {moved}" in output(result)
-
-
-def test_a_chunked_backfill_across_an_added_column_then_scheduled_runs_equal_the_source(spark, airflow_env, tmp_path):
-    env = airflow_env
-    source, target = tmp_path / "source", tmp_path / "target"
-    simulator = source_with_history(spark, source, seed=5, commits=2)          # versions 0..3
-    spark.sql(f"ALTER TABLE delta.`{source}` ADD COLUMNS (note STRING)")      # version 4
-    spark.sql(f"UPDATE delta.`{source}` SET note = 'n' || CAST(id AS STRING) WHERE id % 3 = 0")  # version 5
-    simulator.commit("update")                                                # version 6
-    set_config(env, tmp_path, {"name": "added", "source_table": str(source), "target_table": str(target),
-                               "versions_per_job": 4})
-    # A chunk across the change, then an older one after it (the target has `note`, the range's source does
-    # not): before, that second job refused with "column(s) missing from the source: note". Every chunking
-    # and order is covered job by job in test_cdf_schema_ranges.py.
-    for start, end in ((3, 6), (0, 2)):
-        dags_test(env, DAG, {"starting_version": start, "ending_version": end})
-    assert variable(env, "lakefeed_cdf_checkpoint__added") is None
-    simulator.commit("delete")
-    dags_test(env, DAG)  # scheduled: every version again in chunks of 4 (0..3 before, 4..7 across the change)
-    assert xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoints")["pipelines"]["added"]["appliedVersion"] == 7
-    columns = ("id", "name", "amount", "touched", "note")
-    expected = spark.read.format("delta").load(str(source))
-    assert rows(live_rows(spark, str(target)), columns) == rows(expected, columns)
