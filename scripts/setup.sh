@@ -54,11 +54,16 @@ with open(path, "w") as handle:
         handle.write(f"{key} {value}\n")
 PY
 
-# Airflow metadata (SQLite under .airflow/) and the pool the Spark tasks run in.
+# Airflow metadata (SQLite under .airflow/), the pool the Spark tasks run in and the one-slot pool of the
+# checkpoint writers (also added to a metadata database made before it existed).
 source scripts/env.sh
 if [ ! -f "$AIRFLOW_HOME/airflow.db" ]; then
   echo "setup: initialising Airflow metadata in $AIRFLOW_HOME"
   airflow db migrate >/dev/null
   airflow pools set lakefeed_spark 1 "spark-submit jobs of lakefeed pipelines" >/dev/null
+fi
+if ! "$VENV/bin/python" -c 'import sqlite3, sys; sys.exit(not sqlite3.connect(sys.argv[1]).execute(
+    "SELECT 1 FROM slot_pool WHERE pool = ?", ("lakefeed_checkpoints",)).fetchone())' "$AIRFLOW_HOME/airflow.db"; then
+  airflow pools set lakefeed_checkpoints 1 "lakefeed checkpoint writers (commit steps), one at a time" >/dev/null
 fi
 echo "setup: ready ($("$VENV/bin/python" --version), Spark conf at $SPARK_HOME/conf/spark-defaults.conf)"

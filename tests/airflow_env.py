@@ -100,9 +100,15 @@ def wait_for(condition, seconds: float, what: str):
     raise AssertionError(f"timed out after {seconds}s waiting for {what}")
 
 
-def plan_summaries(run_dir: Path, dag_id: str) -> list[dict]:
-    """The job summaries of the newest plan of ``dag_id`` under ``run_dir``, in job order."""
-    plans = list((Path(run_dir) / dag_id).glob("*/*"))
-    newest = max(plans, key=lambda p: p.stat().st_mtime)
-    return [json.loads(p.read_text()) for p in sorted(newest.glob("[0-9]*.json"), key=lambda p: int(p.stem))
-            if not p.name.endswith(".refused.json")]
+APPLY_TASKS = {"blob_changefeed_to_delta": "ingest_windows", "delta_cdf_to_delta": "apply_ranges",
+               "cockroach_changefeed_to_delta": "apply_ranges"}
+
+
+def job_summaries(env: dict[str, str], dag_id: str) -> list[dict]:
+    """The job summaries of the newest run of ``dag_id``, in job order: the XComs its spark-submit tasks
+    returned (what the commit step credits)."""
+    run_id = last_run_id(env, dag_id)
+    with _metadata(env) as db:
+        rows = db.execute("SELECT map_index, value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = "
+                          "'return_value' ORDER BY map_index", (dag_id, run_id, APPLY_TASKS[dag_id])).fetchall()
+    return [json.loads(value) for _, value in rows]

@@ -24,3 +24,11 @@ class FileCell:
 
 def file_store(folder: Path, kind, name: str = "cp") -> CheckpointStore:
     return CheckpointStore(FileCell(Path(folder) / f"{name}.json", name), kind, Path(folder) / "locks")
+
+
+def job_outputs(planned: dict):
+    """What the spark-submit tasks of a planned run left in XCom (summaries, refusals), as the commit step
+    pulls it; kept beside the plan for the unit tests."""
+    from lakefeed_airflow.runs import JobOutputs
+
+    return planned.setdefault("_jobOutputs", JobOutputs())

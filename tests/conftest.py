@@ -22,9 +22,11 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # the JVM's defaults.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
-# The test files of many minutes (sequences of DAG runs), longest first. `--dist loadfile` hands files to
-# the workers in collection order, so the long ones start at once and the many short ones (unit tests
-# last) fill in around them instead of one long file starting when everything else is done.
+# The test files of many minutes (sequences of DAG runs), longest first. `--dist loadfile
+# --no-loadscope-reorder` (the Makefile's) hands files to the workers in collection order, so the long
+# ones start at once and the many short ones (unit tests last) fill in around them, instead of one long
+# file starting when everything else is done (xdist's default order, by test count, does just that:
+# it puts these one- to four-test files last).
 LONGEST_FIRST = (
     "tests/ui/test_ui.py",
     "tests/integration/test_cdf_dag_identity.py",

@@ -1,20 +1,24 @@
 """Compare-and-set writes of a checkpoint document kept in a text cell (an Airflow Variable).
 
 Airflow Variables have no conditional update, so two commit steps that both
-read, change and write one could lose an update, or undo a reset. Every
-lakefeed writer therefore changes a checkpoint through :meth:`CheckpointStore.update`:
+read, change and write one could lose an update, or undo a reset. Writers are
+kept apart on two levels:
 
-1. it takes an exclusive lock on ``<lock_dir>/<cell>.lock`` (``flock``: held by
-   one process at a time on every host that shares the folder; released by the
-   kernel if the process dies, so it cannot go stale);
-2. reads the stored document and computes the new one from it (never from a
-   value read earlier in the run);
-3. reads the cell again right before writing and writes only if it still holds
-   what step 2 read: a writer that bypassed the lock (a hand edit, a worker
-   with another lock folder) makes it start over from the new value, and after
-   ``attempts`` such conflicts it gives up without writing anything.
+- **across workers**, by the scheduler: the commit steps of every lakefeed DAG
+  run in the one-slot pool ``lakefeed_checkpoints``
+  (:data:`lakefeed_airflow.dag_defaults.CHECKPOINT_POOL`), so two never run at
+  once, wherever they run;
+- **on one host**, for what bypasses the scheduler (``airflow dags test``, which
+  ignores pools), by an exclusive ``flock`` on ``<lock_dir>/<cell>.lock``
+  (released by the kernel if the process dies, so it cannot go stale). Nothing
+  is shared through that folder: each host has its own.
 
-The lock folder is the pipeline's ``run_dir``, which every worker must share already.
+Every writer changes a checkpoint through :meth:`CheckpointStore.update`: it
+reads the stored document and computes the new one from it (never from a value
+read earlier in the run), then reads the cell again right before writing and
+writes only if it still holds what it read; a writer that bypassed both (a hand
+edit) makes it start over from the new value, and after ``attempts`` such
+conflicts it gives up without writing anything.
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ class BlobPipelineConfig:
     feed_root: str = str(DATA_DIR / "feed")
     events_table: str = str(DATA_DIR / "lake" / "blob_events")
     state_table: str = str(DATA_DIR / "lake" / "blob_state")
-    run_dir: str = str(DATA_DIR / "runs")          # per-run job summaries
+    run_dir: str = str(DATA_DIR / "runs")          # this host's checkpoint lock files (see checkpoint_store)
+    job_summary_root: str | None = None            # where a driver on the cluster leaves its summary (a URL)
     checkpoint_variable: str = "lakefeed_blob_checkpoint"
     wasb_conn_id: str | None = None                # read the feed through this Azure connection
     max_windows_per_run: int = 24
@@ -80,6 +81,7 @@ class CdfConfig:
 
     pipelines: list = None  # type: ignore[assignment]  # of CdfPipeline; default: the demo pipeline
     run_dir: str = str(DATA_DIR / "cdf_runs")
+    job_summary_root: str | None = None
     sensor_poke_seconds: float = 60.0
     sensor_timeout_seconds: float = 3000.0
     spark_conf: dict | None = None          # extra --conf settings for spark-submit
@@ -131,6 +133,7 @@ class CrdbConfig:
     sink_root: str = str(DATA_DIR / "crdb_sink")          # the changefeed's sink path (folder or URL)
     target_root: str = str(DATA_DIR / "lake" / "crdb")    # one Delta table per topic under it
     run_dir: str = str(DATA_DIR / "crdb_runs")
+    job_summary_root: str | None = None
     checkpoint_variable: str = "lakefeed_crdb_checkpoint"
     wasb_conn_id: str | None = None                       # read an azure:// sink through this connection
     parquet_keys: dict | None = None                      # format=parquet: {"topic": ["pk col", …]}

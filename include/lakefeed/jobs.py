@@ -1,8 +1,14 @@
 """What every spark-submit entry point shares at its end: the run summary, or the reason it refused.
 
-The orchestrator reads these files: a summary means "this job's MERGEs
-committed"; a refusal (exit code 2) carries the message naming the bad file or
-range, so the task fails with it and is not retried.
+The job's driver leaves one JSON document where ``--summary-json`` says: the
+summary (its MERGEs committed) or, on a refusal (exit code 2), the reason naming
+the bad file or range next to it (``<name>.refused.json``). The submit task that
+started the driver reads it and hands it on through XCom
+(:class:`lakefeed_airflow.operators.LakefeedSparkSubmitOperator`): no other task
+ever reads these files. In client deploy mode the location is a scratch folder of
+the submit task; a driver running on the cluster writes to object storage
+(``job_summary_root``), a URL read with the credentials its store takes from the
+environment.
 """
 
 from __future__ import annotations
@@ -13,35 +19,82 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+REFUSED_SUFFIX = ".refused.json"
 
-def write_summary(summary: dict, path: str | None) -> None:
-    """Print the summary as one JSON line; write it to ``path`` atomically, if given.
 
-    The file is written only after the job's MERGEs committed, so its presence
-    means "this batch is done" to the orchestrator.
+def write_summary(summary: dict, location: str | None) -> None:
+    """Print the summary as one JSON line; write it to ``location`` (a path or URL), if given.
+
+    The document is written only after the job's MERGEs committed, so its presence
+    means "this batch is done" to the task that submitted the job.
     """
     print(json.dumps(summary), flush=True)
-    if path:
-        _write_atomically(Path(path), summary)
+    if location:
+        write_document(location, summary)
 
 
-def write_refusal(error: Exception, summary_path: str | None) -> None:
+def write_refusal(error: Exception, summary_location: str | None) -> None:
     """Leave the reason for a refusal next to where the summary would have gone."""
-    if summary_path:
-        _write_atomically(refusal_path(summary_path), {"error": f"{type(error).__name__}: {error}", "exitCode": 2})
+    if summary_location:
+        write_document(refusal_location(summary_location),
+                       {"error": f"{type(error).__name__}: {error}", "exitCode": 2})
 
 
-def refusal_path(summary_path: str | Path) -> Path:
-    """``<dir>/3.json`` → ``<dir>/3.refused.json``."""
-    summary = Path(summary_path)
-    return summary.with_name(summary.stem + ".refused.json")
+def refusal_location(summary_location: str) -> str:
+    """``<dir>/3.json`` → ``<dir>/3.refused.json`` (a path or a URL)."""
+    stem = summary_location[:-len(".json")] if summary_location.endswith(".json") else summary_location
+    return stem + REFUSED_SUFFIX
 
 
-def _write_atomically(target: Path, document: dict) -> None:
+def _is_url(location: str) -> bool:
+    return "://" in location and not location.startswith("file://")
+
+
+def write_document(location: str, document: dict) -> None:
+    """A JSON document at a local path (written to a temporary name, then renamed) or a URL (one PUT,
+    which object stores make visible whole or not at all)."""
+    text = json.dumps(document, indent=2)
+    if _is_url(location):
+        from fsspec.core import url_to_fs
+
+        fs, path = url_to_fs(location)
+        with fs.open(path, "w") as handle:
+            handle.write(text)
+        return
+    target = Path(location.removeprefix("file://"))
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
-    partial.write_text(json.dumps(document, indent=2))
+    partial.write_text(text)
     partial.replace(target)
+
+
+def read_document(location: str) -> dict | None:
+    """The JSON document at ``location`` (path or URL), or None when there is none."""
+    if _is_url(location):
+        from fsspec.core import url_to_fs
+
+        fs, path = url_to_fs(location)
+        try:
+            with fs.open(path, "r") as handle:
+                return json.loads(handle.read())
+        except FileNotFoundError:
+            return None
+    target = Path(location.removeprefix("file://"))
+    return json.loads(target.read_text()) if target.exists() else None
+
+
+def remove_document(location: str) -> None:
+    """Delete the document at ``location`` if it is there (best effort: a leftover is harmless)."""
+    try:
+        if _is_url(location):
+            from fsspec.core import url_to_fs
+
+            fs, path = url_to_fs(location)
+            fs.rm(path)
+        else:
+            Path(location.removeprefix("file://")).unlink(missing_ok=True)
+    except (FileNotFoundError, OSError):
+        pass
 
 
 def add_pipeline_id_argument(parser: Any) -> None:

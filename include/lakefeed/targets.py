@@ -69,14 +69,32 @@ def foreign_write(location: str, pipeline_id: str) -> str | None:
     return None
 
 
-def _writer(user_metadata) -> str | None:
-    if not user_metadata:
-        return None
+def user_metadata(commit_info: dict) -> dict:
+    """The ``userMetadata`` a lakefeed job tagged a commit with (:func:`lakefeed.delta.tagged_write`), or {}."""
+    text = commit_info.get("userMetadata")
+    if not text:
+        return {}
     try:
-        document = json.loads(user_metadata)
+        document = json.loads(text)
     except (TypeError, ValueError):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def _writer(user_metadata_text) -> str | None:
+    return user_metadata({"userMetadata": user_metadata_text}).get(PIPELINE_ID)
+
+
+def rebuilt_after(location: str, version: int | None, marker: str) -> int | None:
+    """The first commit of the table at ``location`` after ``version`` whose ``userMetadata`` holds
+    ``marker`` (a rebuild, e.g. a CDF full refresh's ``fullRefreshVersion``), or None. JVM-free."""
+    if version is None:
         return None
-    return document.get(PIPELINE_ID) if isinstance(document, dict) else None
+    delta_log = DeltaLog(Store(location))
+    for later in [v for v in delta_log.commit_versions() if v > version]:
+        if marker in user_metadata(delta_log.commit_info(later)):
+            return later
+    return None
 
 
 def tables_under(root: str) -> list[str]:

@@ -46,13 +46,10 @@ from lakefeed.errors import ConfigError, DataLossError, FeedError
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.targets import current_marks, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
+    JobOutputs,
     RunContext,
     fail_if_any_failed,
-    finished_summaries,
-    plan_folder,
-    refusals,
     run_kind,
-    summary_path,
 )
 from lakefeed_airflow.wasb_feed import feed_store
 
@@ -148,7 +145,6 @@ def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[st
         **(_segment_marks(feed, kind, data_loss["resumeWindow"] if data_loss else checkpoint.watermark, origin,
                           batches, last_consumable) if kind != BACKFILL else {}),
         "config": as_mapping(config),
-        "runFolder": str(plan_folder(config.run_dir, run)),
     }
     log.info("plan: %s", json.dumps(result))
     return result
@@ -187,8 +183,7 @@ def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
     return [
         ["--feed-root", config.feed_root, "--window-start", batch["start"], "--window-end", batch["end"],
          "--events-table", config.events_table, "--state-table", config.state_table,
-         "--decoder", config.decoder, *loss, "--pipeline-id", config.checkpoint_variable,
-         "--summary-json", summary_path(planned["runFolder"], index)]
+         "--decoder", config.decoder, *loss, "--pipeline-id", config.checkpoint_variable]
         for index, batch in enumerate(planned["batches"])
     ]
 
@@ -206,12 +201,12 @@ def _belongs(summary: dict[str, Any], job: dict[str, Any], targets: dict[str, st
                                                                             table_location(targets["state"])))
 
 
-def commit(store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
     """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed."""
     batches = [Batch.from_dict(b) for b in planned["batches"]]
-    summaries = finished_summaries(planned["runFolder"], planned["batches"],
-                                   lambda summary, job: _belongs(summary, job, planned["targetTables"]))
-    refused = refusals(planned["runFolder"], len(batches))
+    summaries = outputs.credited(planned["batches"],
+                                 lambda summary, job: _belongs(summary, job, planned["targetTables"]))
+    refused = outputs.refused
     kind = planned["kind"]
     last_consumable = parse_time(planned["lastConsumable"])
     origin = parse_time(planned["origin"]) if planned["origin"] else None
@@ -284,7 +279,7 @@ def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
     return job_arguments(planned)
 
 
-def commit_task(planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
     from lakefeed_airflow.settings import blob_checkpoint_store
 
-    return commit(blob_checkpoint_store(planned_config(planned)), planned, run_id)
+    return commit(blob_checkpoint_store(planned_config(planned)), planned, outputs, run_id)

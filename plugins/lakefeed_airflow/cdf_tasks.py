@@ -30,7 +30,7 @@ import logging
 from typing import Any
 
 from lakefeed.assets import FULL_REFRESH_MODE, cdf_changes
-from lakefeed.cdf.log import cdf_enabled
+from lakefeed.cdf.log import REFRESH_MARKER, cdf_enabled
 from lakefeed.cdf.schedule import pending_ranges, split_range
 from lakefeed.checkpoint import CdfCheckpoint, verify_definition, verify_table
 from lakefeed.checkpoint_store import CheckpointStore
@@ -39,15 +39,12 @@ from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.storage import Store
-from lakefeed.targets import current_marks, verify_adoptable, verify_targets
+from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
+    JobOutputs,
     RunContext,
     fail_if_any_failed,
-    finished_summaries,
-    plan_folder,
-    refusals,
     run_kind,
-    summary_path,
 )
 
 log = logging.getLogger(__name__)
@@ -118,8 +115,7 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
         pipelines[pipeline.name] = {"kind": pipeline_kind, "origin": origin, "latest": latest,
                                     "sourceTableId": delta_log.table_id(),
                                     "appliedBefore": checkpoint.applied_version}
-    result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "config": as_mapping(config),
-              "runFolder": str(plan_folder(config.run_dir, run))}
+    result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "config": as_mapping(config)}
     log.info("plan: %s", json.dumps(result))
     return result
 
@@ -264,8 +260,7 @@ def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
             args += ["--full-refresh", "--version", str(job["version"])]
         else:
             args += ["--starting-version", str(job["start"]), "--ending-version", str(job["end"])]
-        arguments.append(args + ["--pipeline-id", pipeline.checkpoint_variable,
-                                 "--summary-json", summary_path(planned["runFolder"], index)])
+        arguments.append(args + ["--pipeline-id", pipeline.checkpoint_variable])
     return arguments
 
 
@@ -282,14 +277,16 @@ def _belongs(summary: dict[str, Any], job: dict[str, Any], pipeline: CdfPipeline
             and summary.get("endingVersion") == job["end"])
 
 
-def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs: JobOutputs,
+           run_id: str) -> dict[str, Any]:
     """Per pipeline: move its checkpoint as the run's kind allows (compare-and-set); report; fail if any job failed.
     Works from the plan's configuration only."""
     config = planned_config(planned)
     jobs = planned["jobs"]
-    summaries = finished_summaries(planned["runFolder"], jobs,
-                                   lambda summary, job: _belongs(summary, job, config.pipeline(job["pipeline"])))
-    refused = refusals(planned["runFolder"], len(jobs))
+    summaries = outputs.credited(jobs, lambda summary, job: _belongs(summary, job, config.pipeline(job["pipeline"])))
+    voided = _rebuilt_since(jobs, summaries, config)
+    summaries = {i: s for i, s in summaries.items() if i not in voided}
+    refused = outputs.refused
     report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}, "targetsChanged": []}
     for name, plan_of in planned["pipelines"].items():
         pipeline = config.pipeline(name)
@@ -302,7 +299,8 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], run_id: 
             "kind": plan_of["kind"],
             "jobs": len(mine),
             "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
-                           for i, job in mine if i not in summaries],
+                           for i, job in mine if i not in summaries and i not in voided],
+            "jobsVoided": [{**job, "rebuiltAt": voided[i]} for i, job in mine if i in voided],
             "versions": [[job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine],
             **{key: sum(s.get(key, 0) for s in done.values()) for key in SUMMED},
             "appliedBefore": before.applied_version,
@@ -316,9 +314,29 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], run_id: 
         report["targetsChanged"].extend(
             cdf_changes(name, pipeline.target_table, [done[i] for i in sorted(done)]))
     log.info("run summary: %s", json.dumps(report, indent=2))
-    failed = [job for i, job in enumerate(jobs) if i not in summaries]
+    failed = [job for i, job in enumerate(jobs) if i not in summaries and i not in voided]
     fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report)
     return report
+
+
+def _rebuilt_since(jobs: list[dict[str, Any]], summaries: dict[int, dict], config: CdfConfig) -> dict[int, int]:
+    """Jobs whose work a full refresh of their target replaced after they committed, by job index: the
+    target version of the refresh. A refresh (another run, overlapping this one) rebuilds the target from a
+    snapshot, so a range applied before it holds nothing past the snapshot's version; crediting it would
+    move the checkpoint over versions the rebuilt target never received. Read from the target's log."""
+    voided = {}
+    for index, summary in summaries.items():
+        job = jobs[index]
+        if job["mode"] != CHANGES:
+            continue
+        target = config.pipeline(job["pipeline"]).target_table
+        rebuilt = rebuilt_after(target, summary.get("targetVersion"), REFRESH_MARKER)
+        if rebuilt is not None:
+            log.warning("pipeline %s: a full refresh rebuilt %s at version %d after job %d (versions %d..%d) "
+                        "committed: not credited, the next run applies them again", job["pipeline"], target,
+                        rebuilt, index, job["start"], job["end"])
+            voided[index] = rebuilt
+    return voided
 
 
 def _moved(checkpoint: CdfCheckpoint, plan_of: dict[str, Any], mine: list[tuple[int, dict]],
@@ -361,8 +379,8 @@ def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
     return job_arguments(planned)
 
 
-def commit_task(planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
     from lakefeed_airflow.settings import cdf_checkpoint_store
 
     config = planned_config(planned)
-    return commit({p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}, planned, run_id)
+    return commit({p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}, planned, outputs, run_id)

@@ -35,13 +35,10 @@ from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.delta import table_location
 from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
+    JobOutputs,
     RunContext,
     fail_if_any_failed,
-    finished_summaries,
-    plan_folder,
-    refusals,
     run_kind,
-    summary_path,
 )
 from lakefeed_airflow.wasb_feed import feed_store
 
@@ -118,7 +115,6 @@ def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any],
         "newestResolved": str(newest) if newest else None,
         "targetRoot": target_root,
         "config": as_mapping(config),
-        "runFolder": str(plan_folder(config.run_dir, run)),
     }
     log.info("plan: %s", json.dumps(result))
     return result
@@ -155,20 +151,19 @@ def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
                  str(config.late_file_lookback_hours)]
         if config.parquet_keys:
             args += ["--parquet-keys", ";".join(f"{t}={','.join(c)}" for t, c in sorted(config.parquet_keys.items()))]
-        arguments.append(args + ["--pipeline-id", config.checkpoint_variable,
-                                 "--summary-json", summary_path(planned["runFolder"], index)])
+        arguments.append(args + ["--pipeline-id", config.checkpoint_variable])
     return arguments
 
 
-def commit(store: CheckpointStore, planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
     """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed.
     Works from the plan's configuration only."""
     config = planned_config(planned)
     batches = planned["batches"]
-    summaries = finished_summaries(planned["runFolder"], batches, lambda s, b: (
+    summaries = outputs.credited(batches, lambda s, b: (
         s.get("afterResolved"), s.get("throughResolved"), root_of(s.get("targetRoot") or "")) == (
         b["after"], b["through"], planned["targetRoot"]))
-    refused = refusals(planned["runFolder"], len(batches))
+    refused = outputs.refused
     kind = planned["kind"]
     spans = [(Hlc.parse(b["after"]) if b["after"] else ORIGIN, Hlc.parse(b["through"])) for b in batches]
     topics = sorted({topic for s in summaries.values() for topic in s.get("topics", {})})
@@ -229,7 +224,7 @@ def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
     return job_arguments(planned)
 
 
-def commit_task(planned: dict[str, Any], run_id: str) -> dict[str, Any]:
+def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
     from lakefeed_airflow.settings import crdb_checkpoint_store
 
-    return commit(crdb_checkpoint_store(planned_config(planned)), planned, run_id)
+    return commit(crdb_checkpoint_store(planned_config(planned)), planned, outputs, run_id)

@@ -23,6 +23,8 @@ from airflow.sdk.definitions.timetables.interval import CronDataIntervalTimetabl
 HOURLY = CronDataIntervalTimetable("0 * * * *", timezone="UTC")
 SPARK_CONN_ID = "spark_default"
 SPARK_POOL = "lakefeed_spark"
+# One slot: the commit steps (the checkpoint writers) of every lakefeed DAG run one at a time, on any worker.
+CHECKPOINT_POOL = "lakefeed_checkpoints"
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DAGRUN_TIMEOUT = timedelta(minutes=float(os.environ.get("LAKEFEED_DAGRUN_TIMEOUT_MINUTES", "360")))
 DEFAULT_ARGS = {

@@ -10,35 +10,63 @@ Like the provider's operator, plus what the jobs' contract needs:
   when it starts, so a hung spark-submit is killed and the pool slot freed;
 - ``extra_conf`` (templated; a dict or its JSON) adds ``--conf`` settings;
 - ``wasb_conn_id`` (templated): the feed's Azure credentials go into the
-  environment of the spark-submit process, never its command line.
+  environment of the spark-submit process, never its command line;
+- the job's summary comes back as the task's XCom (a refusal's reason under
+  ``refusal``): the operator adds ``--summary-json <location>`` and reads what the
+  driver left there. The location is a scratch folder of this task (client deploy
+  mode: the driver runs here) or, with ``summary_root`` (templated; the config's
+  ``job_summary_root``), a fresh object under that URL, for a driver running on the
+  cluster. Either way no other task reads it, so tasks may run on any worker.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import tempfile
+import uuid
 from collections.abc import Sequence
+from contextlib import nullcontext
 from datetime import timedelta
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from lakefeed.jobs import refusal_path
+from lakefeed.jobs import read_document, refusal_location, remove_document
+from lakefeed_airflow.runs import REFUSAL_KEY
 
 REFUSED_EXIT_CODE = 2
+SUMMARY_ARGUMENT = "--summary-json"
+
+
+def _unset(value: Any) -> bool:
+    return value in (None, "", "None")
+
+
+def summary_location(root: str, dag_id: str, run_id: str, task_id: str, map_index: int, try_number: int) -> str:
+    """A fresh summary location under ``root`` (a folder or URL) for one try of one job task."""
+    def safe(name: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+    name = f"{max(map_index, 0)}-try{try_number}-{uuid.uuid4().hex[:8]}.json"
+    return "/".join([root.rstrip("/"), safe(dag_id), safe(run_id), safe(task_id), name])
 
 
 class LakefeedSparkSubmitOperator(SparkSubmitOperator):
     """Submit one lakefeed job (see the module docstring for what it adds to SparkSubmitOperator)."""
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "wasb_conn_id", "extra_conf",
-                                      "timeout_minutes")
+                                      "timeout_minutes", "summary_root")
 
     def __init__(self, *, wasb_conn_id: str | None = None, extra_conf: str | dict | None = None,
-                 timeout_minutes: str | float | None = None, **kwargs: Any) -> None:
+                 timeout_minutes: str | float | None = None, summary_root: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.wasb_conn_id = wasb_conn_id
         self.extra_conf = extra_conf
         self.timeout_minutes = timeout_minutes
+        self.summary_root = summary_root
 
     def pre_execute(self, context: Any) -> None:
         # Runs after templates are rendered and before the task runner reads execution_timeout.
@@ -50,31 +78,64 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
             raise ValueError(f"extra_conf must be a JSON object of Spark settings, got {self.extra_conf!r}")
         self.conf = {**(self.conf or {}), **{str(k): str(v) for k, v in extra.items()}}
 
-    def execute(self, context: Any):
+    def execute(self, context: Any) -> dict:
+        """Submit the job; return its summary (the task's XCom)."""
         from airflow.sdk.exceptions import AirflowFailException
 
+        ti = context["ti"]
+        scratch = None
+        if _unset(self.summary_root):
+            scratch = tempfile.mkdtemp(prefix="lakefeed-job-")
+            root = scratch
+        else:
+            root = str(self.summary_root)
+        location = summary_location(root, ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number)
+        args = list(self.application_args or [])
+        if SUMMARY_ARGUMENT in args[:-1]:  # a plan made before the operator chose the location
+            del args[args.index(SUMMARY_ARGUMENT):args.index(SUMMARY_ARGUMENT) + 2]
+        self.application_args = [*args, SUMMARY_ARGUMENT, location]
         try:
-            return self._submit(context)
-        except Exception as exc:
-            code = getattr(getattr(self._hook, "_submit_sp", None), "returncode", None)
-            if code == REFUSED_EXIT_CODE:
-                raise AirflowFailException(f"the job refused its input (exit code 2), nothing was written; "
-                                           f"not retried: {self._refusal_reason()}") from exc
-            raise
+            try:
+                self._submit(context)
+            except Exception as exc:
+                code = getattr(getattr(self._hook, "_submit_sp", None), "returncode", None)
+                if code == REFUSED_EXIT_CODE:
+                    reason = self._read(refusal_location(location))
+                    text = (reason or {}).get("error", "see the job's log above")
+                    ti.xcom_push(key=REFUSAL_KEY, value=text)
+                    raise AirflowFailException(f"the job refused its input (exit code 2), nothing was written; "
+                                               f"not retried: {text}") from exc
+                raise
+            summary = self._read(location)
+            if summary is None:  # retried: the job may have died after its commits, before its summary
+                raise RuntimeError(f"spark-submit exited 0 but the job left no summary at {location}")
+            return summary
+        finally:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            else:
+                for leftover in (location, refusal_location(location)):
+                    with self._credentials():
+                        remove_document(leftover)
 
-    def _submit(self, context: Any):
-        if not self.wasb_conn_id or self.wasb_conn_id == "None":
-            return super().execute(context)
+    def _credentials(self):
+        """The feed's credentials in this process's environment, for a summary under an Azure URL."""
+        if _unset(self.wasb_conn_id) or _unset(self.summary_root):
+            return nullcontext()
+        from lakefeed_airflow.wasb_feed import process_environment, spark_credential_env
+
+        return process_environment(spark_credential_env(self.wasb_conn_id))
+
+    def _read(self, location: str) -> dict | None:
+        with self._credentials():
+            return read_document(location)
+
+    def _submit(self, context: Any) -> None:
+        if _unset(self.wasb_conn_id):
+            super().execute(context)
+            return
         from lakefeed_airflow.wasb_feed import process_environment, spark_credential_env
 
         self.log.info("credentials for the feed come from connection %s (environment, not argv)", self.wasb_conn_id)
         with process_environment(spark_credential_env(self.wasb_conn_id)):
-            return super().execute(context)
-
-    def _refusal_reason(self) -> str:
-        args = list(self.application_args or [])
-        if "--summary-json" in args[:-1]:
-            path = refusal_path(args[args.index("--summary-json") + 1])
-            if path.exists():
-                return json.loads(path.read_text()).get("error", "see the log above")
-        return "see the job's log above"
+            super().execute(context)

@@ -4,7 +4,7 @@
                                                    (every task) → fail_run_if_a_task_failed
 
 Each pipeline brings its sensor and three plain functions (``plan(params, run)``,
-``job_arguments(planned)``, ``commit(planned, run_id)``). Only the plan reads the configuration
+``job_arguments(planned)``, ``commit(planned, outputs, run_id)``). Only the plan reads the configuration
 (and the checkpoint) when it runs, and carries the configuration in its XCom (``config``): the job
 arguments, the Spark settings and timeout, the ``wasb`` connection and the commit step all come from
 the plan, so an edit of the Variable in the middle of a run cannot make a commit step vouch for work
@@ -12,6 +12,11 @@ the jobs did not do. This module turns them into tasks with the retry, trigger-r
 failure behaviour the pipelines promise: a refusal fails a task without retry, the commit step runs
 even when jobs failed and keeps its run summary in XCom, and any failed task fails the run. The commit
 step emits an asset event per Delta target the run changed.
+
+Every task may run on another worker: the jobs' summaries reach the commit step as the XComs of the
+spark-submit tasks (:class:`~lakefeed_airflow.runs.JobOutputs`), and the commit steps of every lakefeed
+DAG share the one-slot pool ``lakefeed_checkpoints``, so the scheduler never runs two checkpoint writers
+at once, whichever workers they land on.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from airflow.sdk import Asset, AssetAlias, get_current_context, task
 from lakefeed.assets import ALIASES
 from lakefeed.spark import delta_package
 from lakefeed_airflow.dag_defaults import (
+    CHECKPOINT_POOL,
     SPARK_CONN_ID,
     SPARK_POOL,
     planned_or_skip,
@@ -30,8 +36,11 @@ from lakefeed_airflow.dag_defaults import (
     summary_kept_on_failure,
 )
 from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
-from lakefeed_airflow.runs import REFUSAL_KEY
+from lakefeed_airflow.runs import REFUSAL_KEY, JobOutputs
 from lakefeed_airflow.watcher import fail_run_if_a_task_failed
+
+
+ARGUMENTS_TASK_ID = "spark_arguments"
 
 
 def emit_asset_events(alias_events, report: dict) -> None:
@@ -43,7 +52,7 @@ def emit_asset_events(alias_events, report: dict) -> None:
 
 
 def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: Callable[[dict], list],
-                  commit: Callable[[dict, str], dict], plan_task_id: str, apply_task_id: str, commit_task_id: str,
+                  commit: Callable[[dict, JobOutputs, str], dict], plan_task_id: str, apply_task_id: str, commit_task_id: str,
                   job_script: str, job_name: str, reads_azure: bool = True) -> None:
     """Create the tasks after ``sensor`` inside a ``@dag`` function. The Spark settings, timeout and, when
     ``reads_azure``, the ``wasb`` connection come from the configuration the plan carries."""
@@ -61,17 +70,19 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
                 ti.xcom_push(key=REFUSAL_KEY, value=f"{type(exc).__name__}: {exc}")
                 raise
 
-    @task(task_id="spark_arguments")
+    @task(task_id=ARGUMENTS_TASK_ID)
     def spark_arguments(planned: dict) -> list[list[str]]:
         return job_arguments(planned)
 
     alias = AssetAlias(ALIASES[job_name])
 
-    @task(task_id=commit_task_id, trigger_rule="all_done", retries=0, multiple_outputs=False, outlets=[alias])
+    @task(task_id=commit_task_id, trigger_rule="all_done", retries=0, multiple_outputs=False, outlets=[alias],
+          pool=CHECKPOINT_POOL)
     def commit_task(ti=None, run_id=None, outlet_events=None) -> dict:
         planned = planned_or_skip(ti, plan_task_id)
+        outputs = JobOutputs.pulled(ti, apply_task_id, len(ti.xcom_pull(task_ids=ARGUMENTS_TASK_ID) or []))
         with refusals_fail_the_task(), summary_kept_on_failure(ti):
-            report = commit(planned, run_id)
+            report = commit(planned, outputs, run_id)
         emit_asset_events(outlet_events[alias], report)
         return report
 
@@ -86,6 +97,7 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
         wasb_conn_id=f"{{{{ {config}.wasb_conn_id or '' }}}}" if reads_azure else None,
         extra_conf=f"{{{{ ({config}.spark_conf or {{}}) | tojson }}}}",
         timeout_minutes=f"{{{{ {config}.spark_job_timeout_minutes }}}}",
+        summary_root=f"{{{{ {config}.job_summary_root or '' }}}}",
     ).expand(application_args=spark_arguments(planned))
     committed = commit_task()
     sensor >> planned

@@ -1,31 +1,27 @@
-"""What every lakefeed DAG run shares: which kind of run it is, its folder of job summaries, and the
+"""What every lakefeed DAG run shares: which kind of run it is, what its jobs left in XCom, and the
 check that a summary really is the one of the job it is credited to.
 
-Each spark-submit job writes its summary after its MERGEs committed to
-``<run_dir>/<dag id>/<run id>/<plan id>/<job>.json`` (or, when it refused its
-input, ``<job>.refused.json``). The plan id is new for every plan, so a summary
-left by an earlier plan of the same run, or by another DAG sharing ``run_dir``,
-is never credited.
+Each spark-submit task returns its job's summary (written by its driver after the
+MERGEs committed) as its XCom, or, when the job refused its input, pushes the
+reason under ``refusal``; the commit step pulls them by map index
+(:class:`JobOutputs`). Nothing passes between tasks through a local folder, so
+every task may run on another worker. A summary is credited to a job only when it
+describes that job (its range, and the tables the plan named).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Callable
 
 from lakefeed.errors import ConfigError
-from lakefeed.jobs import refusal_path
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
 
 log = logging.getLogger(__name__)
 
-REFUSAL_KEY = "refusal"  # XCom of a plan task that refused its run: the reason (shown by the monitor)
+REFUSAL_KEY = "refusal"  # XCom of a plan or job task that refused: the reason (shown by the monitor)
 AIRFLOW_BACKFILL = "backfill"  # DagRunType of runs made by Airflow's Backfill (UI or `airflow backfill create`)
 
 
@@ -72,46 +68,40 @@ def run_kind(run: RunContext, params_name_a_range: bool, reset: bool) -> str:
     return RESET if reset else SCHEDULED
 
 
-def plan_folder(run_dir: str, run: RunContext) -> Path:
-    """A new, empty folder for the summaries of this plan's jobs."""
-    folder = Path(run_dir) / _safe(run.dag_id) / _safe(run.run_id) / uuid.uuid4().hex[:12]
-    folder.mkdir(parents=True, exist_ok=False)
-    return folder
+@dataclass
+class JobOutputs:
+    """What a run's spark-submit tasks left in XCom, by job (map) index: the summaries of the jobs that
+    finished and the reasons of those that refused their input."""
 
+    summaries: dict[int, dict[str, Any]] = field(default_factory=dict)
+    refused: dict[int, str] = field(default_factory=dict)
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    @classmethod
+    def pulled(cls, ti: Any, task_id: str, count: int) -> "JobOutputs":
+        """From the XComs of the ``count`` mapped instances of ``task_id`` (their latest tries)."""
+        indexes = list(range(count))
+        if not indexes:
+            return cls()
+        pulled = ti.xcom_pull(task_ids=task_id, map_indexes=indexes)
+        summaries = {i: s for i, s in zip(indexes, pulled) if isinstance(s, dict)}
+        unfinished = [i for i in indexes if i not in summaries]  # only those can have refused
+        reasons = ti.xcom_pull(task_ids=task_id, map_indexes=unfinished, key=REFUSAL_KEY) if unfinished else []
+        return cls(summaries, {i: str(r) for i, r in zip(unfinished, reasons) if r})
 
-
-def summary_path(folder: str | Path, index: int) -> str:
-    return str(Path(folder) / f"{index}.json")
-
-
-def finished_summaries(folder: str | Path, jobs: list[dict[str, Any]],
-                       belongs: Callable[[dict[str, Any], dict[str, Any]], bool]) -> dict[int, dict]:
-    """Summaries of the jobs that finished, by job index; a summary that does not describe the job it
-    sits under (``belongs(summary, job)`` is false) is not credited."""
-    found = {}
-    for index, job in enumerate(jobs):
-        path = Path(summary_path(folder, index))
-        if not path.exists():
-            continue
-        summary = json.loads(path.read_text())
-        if belongs(summary, job):
-            found[index] = summary
-        else:
-            log.error("%s does not describe job %d (%s); not credited", path, index, json.dumps(job))
-    return found
-
-
-def refusals(folder: str | Path, count: int) -> dict[int, str]:
-    """The reasons jobs gave for refusing their input, by job index."""
-    found = {}
-    for index in range(count):
-        path = refusal_path(summary_path(folder, index))
-        if path.exists():
-            found[index] = json.loads(path.read_text()).get("error", "refused")
-    return found
+    def credited(self, jobs: list[dict[str, Any]],
+                 belongs: Callable[[dict[str, Any], dict[str, Any]], bool]) -> dict[int, dict[str, Any]]:
+        """Summaries of the jobs that finished, by job index; a summary that does not describe the job of
+        its index (``belongs(summary, job)`` is false) is not credited."""
+        found = {}
+        for index, job in enumerate(jobs):
+            summary = self.summaries.get(index)
+            if summary is None:
+                continue
+            if belongs(summary, job):
+                found[index] = summary
+            else:
+                log.error("the summary of job %d does not describe it (%s); not credited", index, job)
+        return found
 
 
 class BatchesFailed(RuntimeError):

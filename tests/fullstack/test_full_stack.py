@@ -105,6 +105,7 @@ def test_full_stack(spark, azurite, tmp_path):
         }
         airflow(env, "db", "migrate")
         airflow(env, "pools", "set", "lakefeed_spark", "1", "spark jobs")
+        airflow(env, "pools", "set", "lakefeed_checkpoints", "1", "checkpoint writers")
         with airflow_services(tmp_path, env):
             wait_until(lambda: "blob_changefeed_to_delta" in airflow(env, "dags", "list", check=False).stdout,
                        180, "the dag-processor to parse the DAG")

@@ -16,8 +16,8 @@ from lakefeed.blob.timegrid import HOUR, format_time
 from tests.airflow_env import (
     dags_test,
     dags_test_env,
+    job_summaries,
     last_run_id,
-    plan_summaries,
     start_dags_test,
     task_tries,
     variable,
@@ -86,7 +86,7 @@ def test_backfill_first_then_scheduled_runs_no_new_data_growth_and_backfill(spar
     # 1. First scheduled run: from the feed's first window, every ready window; then the checkpoint sits at
     #    lastConsumable, naming its feed and targets.
     dags_test(env, DAG)
-    assert [s["windows"][0] for s in plan_summaries(config["run_dir"], DAG)] == [format_time(SPEC.start - HOUR)]
+    assert [s["windows"][0] for s in job_summaries(env, DAG)] == [format_time(SPEC.start - HOUR)]
     assert_matches_truth(spark, config, truth)
     first = checkpoint(env, config)
     assert first["watermark"] == format_time(SPEC.last_consumable) == first["lastConsumable"]
@@ -103,7 +103,7 @@ def test_backfill_first_then_scheduled_runs_no_new_data_growth_and_backfill(spar
     grown = FeedSpec(**{**SPEC.__dict__, "hours": SPEC.hours + 2})
     truth = generate_feed(base / "feed", grown)
     dags_test(env, DAG)
-    [summary] = plan_summaries(config["run_dir"], DAG)
+    [summary] = job_summaries(env, DAG)
     assert summary["windows"] == [format_time(SPEC.last_consumable + i * HOUR) for i in range(2)]
     assert_matches_truth(spark, config, truth)
     grown_checkpoint = checkpoint(env, config)
@@ -113,7 +113,7 @@ def test_backfill_first_then_scheduled_runs_no_new_data_growth_and_backfill(spar
     before = tables(spark, config)
     start, end = SPEC.start, SPEC.start + 2 * HOUR
     dags_test(env, DAG, {"window_start": format_time(start), "window_end": format_time(end)})
-    [summary] = plan_summaries(config["run_dir"], DAG)
+    [summary] = job_summaries(env, DAG)
     assert summary["windows"] == [format_time(start), format_time(start + HOUR)]
     assert summary["eventsInserted"] == 0 and summary["stateUpdated"] == 0
     assert tables(spark, config) == before

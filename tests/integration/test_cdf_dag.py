@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from lakefeed.cdf.simulator import SourceSimulator, create_source, latest_version, live_rows
-from tests.airflow_env import dags_test, dags_test_env, last_run_id, plan_summaries, variable, with_config, xcom
+from tests.airflow_env import dags_test, dags_test_env, job_summaries, last_run_id, variable, with_config, xcom
 
 pytestmark = pytest.mark.integration
 DAG = "delta_cdf_to_delta"
@@ -71,7 +71,7 @@ def test_backfill_first_then_runs_growth_replay_and_full_refresh(spark, pipeline
     dags_test(env, DAG)  # first run: CDF was on from version 0, so it reads the change feed from 0
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
     assert applied(env, name) == first_latest
-    assert [s["startingVersion"] for s in plan_summaries(config["run_dir"], DAG)] == list(range(0, first_latest + 1, 4))
+    assert [s["startingVersion"] for s in job_summaries(env, DAG)] == list(range(0, first_latest + 1, 4))
 
     target_version = spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()[0]["version"]
     dags_test(env, DAG)  # no new versions: skipped, nothing written
@@ -81,7 +81,7 @@ def test_backfill_first_then_runs_growth_replay_and_full_refresh(spark, pipeline
     for kind in ("reinsert", "update", "delete"):
         simulator.commit(kind)
     dags_test(env, DAG)  # exactly the new versions
-    [summary] = plan_summaries(config["run_dir"], DAG)
+    [summary] = job_summaries(env, DAG)
     assert (summary["startingVersion"], summary["endingVersion"]) == (first_latest + 1, first_latest + 3)
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
     assert applied(env, name) == first_latest + 3
@@ -112,7 +112,7 @@ def test_a_full_refresh_at_an_older_version_resets_the_checkpoint_and_loses_noth
 
     simulator.commit("delete")
     dags_test(env, DAG)
-    assert [(s["startingVersion"], s["endingVersion"]) for s in plan_summaries(config["run_dir"], DAG)] == [
+    assert [(s["startingVersion"], s["endingVersion"]) for s in job_summaries(env, DAG)] == [
         (3, latest + 1)]
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
     assert applied(env, name) == latest + 1

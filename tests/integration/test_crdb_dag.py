@@ -21,7 +21,9 @@ def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     truth = generate_sink(tmp_path / "sink", SinkSpec(steps=24, changes_per_step=20, seed=31))
     config = {"sink_root": str(tmp_path / "sink"), "target_root": str(tmp_path / "lake"),
               "run_dir": str(tmp_path / "runs"), "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1,
-              "resolved_per_batch": 50}
+              "resolved_per_batch": 50,
+              # as for a driver on the cluster: each job's summary goes to storage, read back by its own task
+              "job_summary_root": str(tmp_path / "driver-summaries")}
     env = with_config(dags_test_env(tmp_path / "airflow"), "lakefeed_crdb_config", config)
 
     # Only the files up to the 3rd RESOLVED file exist at first; the rest arrive later, among them the
@@ -58,3 +60,6 @@ def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     assert report["kind"] == "backfill" and (report["inserted"], report["updated"], report["deleted"]) == (0, 0, 0)
     assert variable(env, "lakefeed_crdb_checkpoint") == before
     assert_matches_truth(spark, tmp_path / "lake", truth)
+    # Every summary went through job_summary_root and was removed once its task had read it.
+    assert (tmp_path / "driver-summaries" / DAG).is_dir()
+    assert [p for p in (tmp_path / "driver-summaries").rglob("*") if p.is_file()] == []

@@ -129,6 +129,7 @@ def stack(tmp_path_factory, spark):
         AIRFLOW_VAR_LAKEFEED_CDF_CONFIG=json.dumps(cdf_config),
     )
     airflow(env, "pools", "set", "lakefeed_spark", "1", "spark jobs")
+    airflow(env, "pools", "set", "lakefeed_checkpoints", "1", "checkpoint writers")
     airflow(env, "dags", "reserialize")
     airflow(env, "dags", "unpause", DOWNSTREAM)  # the pipelines stay paused: only the tests start their runs
     with airflow_services(folder, env, components=("scheduler",)):

@@ -84,5 +84,7 @@ def test_environment_is_what_the_code_reads():
     for name in ("LAKEFEED_HOME", "LAKEFEED_DATA"):
         assert f'"{name}"' in code
     defaults = (ROOT / "plugins" / "lakefeed_airflow" / "dag_defaults.py").read_text()
-    pool = re.search(r'SPARK_POOL = "([^"]+)"', defaults).group(1)
-    assert f"airflow pools set {pool} " in SERVICES["airflow-init"]["command"][0]
+    for constant in ("SPARK_POOL", "CHECKPOINT_POOL"):
+        pool = re.search(constant + r' = "([^"]+)"', defaults).group(1)
+        assert f"airflow pools set {pool} " in SERVICES["airflow-init"]["command"][0]
+        assert f"airflow pools set {pool} " in (ROOT / "scripts" / "setup.sh").read_text()

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.cdf.log import check_later_changes, check_range, check_target, latest_schema
+from lakefeed.cdf.log import REFRESH_MARKER, check_later_changes, check_range, check_target, latest_schema
 from lakefeed.cdf.transforms import (
     CDF_COLUMNS,
     DELETED_COLUMN,
@@ -314,7 +314,7 @@ def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str],
     view = f"lakefeed_full_refresh_{uuid.uuid4().hex}"
     rows.createOrReplaceTempView(view)
     try:
-        tagged_write(spark, target, {"pipeline": PIPELINE, "source": source, "fullRefreshVersion": version},
+        tagged_write(spark, target, {"pipeline": PIPELINE, "source": source, REFRESH_MARKER: version},
                      lambda: spark.sql(f"CREATE OR REPLACE TABLE delta.`{target.replace('`', '``')}` USING DELTA "
                                        f"TBLPROPERTIES ({settings}) AS SELECT * FROM {view}"))
     finally:

@@ -23,7 +23,7 @@ from lakefeed.errors import (  # noqa: E402
 )
 from lakefeed_airflow import blob_tasks  # noqa: E402
 from lakefeed_airflow.runs import RunContext  # noqa: E402
-from tests.cells import file_store  # noqa: E402
+from tests.cells import file_store, job_outputs  # noqa: E402
 
 DAG = "blob_changefeed_to_delta"
 
@@ -50,7 +50,7 @@ def finish(planned, index, **extra):
     batch = blob_tasks.Batch.from_dict(planned["batches"][index])
     summary = {"windows": blob_tasks._windows_of(batch), "eventsInserted": 1, "eventsTable":
                planned["targetTables"]["events"], "stateTable": planned["targetTables"]["state"], **extra}
-    (Path(planned["runFolder"]) / f"{index}.json").write_text(json.dumps(summary))
+    job_outputs(planned).summaries[index] = summary
 
 
 def make_tables(config):
@@ -69,15 +69,11 @@ def test_first_plan_batches_every_ready_window_up_to_the_cap(config):
         {"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T03:10:00Z"},
         {"start": "2026-01-01T03:10:00Z", "end": "2026-01-01T04:10:00Z"},
     ]
-    folder = Path(planned["runFolder"])
-    assert folder.parent == Path(config.run_dir) / DAG / "scheduled__1" and folder.is_dir()
     args = blob_tasks.job_arguments(planned)
     assert args[1][:6] == ["--feed-root", config.feed_root, "--window-start", "2026-01-01T01:10:00Z",
                            "--window-end", "2026-01-01T03:10:00Z"]
-    assert args[1][-6:] == ["--decoder", "auto", "--pipeline-id", "lakefeed_blob_checkpoint", "--summary-json",
-                            str(folder / "1.json")]
-    # Planning the same run again gets a new folder: summaries of the earlier plan are never credited.
-    assert blob_tasks.plan(config, BlobCheckpoint(), {}, run())["runFolder"] != planned["runFolder"]
+    # The summary location is the submit task's to choose (LakefeedSparkSubmitOperator), not the plan's.
+    assert args[1][-4:] == ["--decoder", "auto", "--pipeline-id", "lakefeed_blob_checkpoint"]
 
 
 def test_plan_resumes_from_the_watermark_and_refuses_a_regressing_feed(config):
@@ -128,15 +124,15 @@ def test_commit_advances_over_the_finished_prefix_then_completes_on_retry(config
     planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__2"))
     for index in (0, 2):  # batch 1 failed: batch 2's success must not move the checkpoint past it
         finish(planned, index, seconds={"merge": 1.5})
-    Path(planned["runFolder"], "1.refused.json").write_text(json.dumps({"error": "FeedCorruptError: x.avro: bad"}))
+    job_outputs(planned).refused[1] = "FeedCorruptError: x.avro: bad"
     with pytest.raises(RuntimeError, match="1 of 3 batch"):
-        blob_tasks.commit(store, planned, "scheduled__2")
+        blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__2")
     first = store.load()
     assert first.watermark == parse_time("2026-01-01T01:10Z") and first.feed == planned["feed"]
     assert first.generation == 1 and first.grid_minute == 10
 
     finish(planned, 1)
-    report = blob_tasks.commit(store, planned, "scheduled__2 retry")
+    report = blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__2 retry")
     assert report["eventsInserted"] == 3 and report["batchesFailed"] == []
     assert report["watermark"] == "2026-01-01T04:10:00Z" and report["lagHours"] == 0
     assert store.load().updated_by == "scheduled__2 retry" and store.load().generation == 2
@@ -144,18 +140,18 @@ def test_commit_advances_over_the_finished_prefix_then_completes_on_retry(config
 
 def test_a_refused_batch_is_reported_with_its_reason(config, store):
     planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run())
-    Path(planned["runFolder"], "0.refused.json").write_text(json.dumps({"error": "FeedCorruptError: x.avro: bad"}))
+    job_outputs(planned).refused[0] = "FeedCorruptError: x.avro: bad"
     with pytest.raises(RuntimeError, match="3 of 3 batch.*refused.*x.avro"):
-        blob_tasks.commit(store, planned, "r")
+        blob_tasks.commit(store, planned, job_outputs(planned), "r")
     # Nothing finished, but a first scheduled run records where the feed starts.
     assert store.load().watermark == parse_time("2025-12-31T23:10Z")
 
 
 def test_a_summary_of_other_windows_is_not_credited(config, store):
     planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run())
-    Path(planned["runFolder"], "0.json").write_text(json.dumps({"windows": ["2026-01-01T03:10:00Z"]}))
+    job_outputs(planned).summaries[0] = {"windows": ["2026-01-01T03:10:00Z"]}
     with pytest.raises(RuntimeError, match="3 of 3"):
-        blob_tasks.commit(store, planned, "r")
+        blob_tasks.commit(store, planned, job_outputs(planned), "r")
     assert store.load().watermark == parse_time("2025-12-31T23:10Z")
 
 
@@ -167,7 +163,7 @@ def test_a_backfill_never_creates_nor_moves_the_checkpoint(config, store, stored
     planned = blob_tasks.plan(config, before, {"window_start": "2026-01-01T01:10Z",
                                                "window_end": "2026-01-01T03:10Z"}, run("manual__3", "manual"))
     finish(planned, 0)
-    report = blob_tasks.commit(store, planned, "manual__3")
+    report = blob_tasks.commit(store, planned, job_outputs(planned), "manual__3")
     assert store.load() == before and report["checkpointMoved"] is False
     assert report["watermark"] == (None if stored is None else "2026-01-01T04:10:00Z")
 
@@ -181,7 +177,7 @@ def test_a_checkpoint_of_another_feed_stops_scheduled_runs_until_a_reset(config,
     assert planned["kind"] == "reset" and planned["batches"][0]["start"] == "2025-12-31T23:10:00Z"
     finish(planned, 0)
     with pytest.raises(RuntimeError, match="2 of 3"):
-        blob_tasks.commit(store, planned, "manual__4")
+        blob_tasks.commit(store, planned, job_outputs(planned), "manual__4")
     reset = store.load()
     assert reset.feed == planned["feed"] and reset.watermark == parse_time("2026-01-01T01:10Z")
 
@@ -197,7 +193,7 @@ def test_targets_dropped_or_recreated_behind_the_checkpoint_are_refused(config, 
     planned = blob_tasks.plan(config, BlobCheckpoint(), {"adopt_targets": True}, run())
     finish(planned, 0)
     with pytest.raises(RuntimeError):
-        blob_tasks.commit(store, planned, "r")
+        blob_tasks.commit(store, planned, job_outputs(planned), "r")
     recorded = store.load()
     assert set(recorded.targets) == {config.events_table, config.state_table}
     blob_tasks.plan(config, recorded, {}, run("r2"))  # same tables: fine
@@ -232,7 +228,7 @@ def test_segments_lost_to_retention_are_refused_until_acknowledged_and_the_commi
     assert planned["segmentMarks"]["2026-01-01T01:10:00Z"] == "2026-01-01T00:10:00Z"
     for index in range(len(planned["batches"])):
         finish(planned, index)
-    blob_tasks.commit(store, planned, "r1")
+    blob_tasks.commit(store, planned, job_outputs(planned), "r1")
     recorded = store.load()
     assert recorded.watermark == parse_time("2026-01-01T01:10Z")
     assert recorded.next_segment == parse_time("2026-01-01T00:10Z")
@@ -248,7 +244,7 @@ def test_segments_lost_to_retention_are_refused_until_acknowledged_and_the_commi
     assert planned["batches"] == [{"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T03:10:00Z"}]
     assert "--acknowledge-data-loss" in blob_tasks.job_arguments(planned)[0]
     finish(planned, 0)
-    report = blob_tasks.commit(store, planned, "r3")
+    report = blob_tasks.commit(store, planned, job_outputs(planned), "r3")
     assert report["dataLossAcknowledged"]["acknowledgedBy"] == "r3" and report["watermark"] == "2026-01-01T03:10:00Z"
     assert store.load().next_segment == parse_time("2026-01-01T02:10Z")
     blob_tasks.plan(small, store.load(), {}, run("r4"))  # every segment it needs is there: no refusal

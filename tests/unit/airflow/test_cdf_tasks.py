@@ -21,7 +21,7 @@ from lakefeed.storage import Store  # noqa: E402
 from lakefeed_airflow import cdf_tasks  # noqa: E402
 from lakefeed_airflow.runs import RunContext  # noqa: E402
 from lakefeed_airflow.triggers import sources_behind  # noqa: E402
-from tests.cells import file_store  # noqa: E402
+from tests.cells import file_store, job_outputs  # noqa: E402
 
 DAG = "delta_cdf_to_delta"
 CDF_ON = {"delta.enableChangeDataFeed": "true"}
@@ -62,11 +62,11 @@ def finish(planned, index, **extra):
         summary = {"mode": job["mode"], "startingVersion": job["start"], "endingVersion": job["end"]}
     pipeline = cdf_tasks.planned_config(planned).pipeline(job["pipeline"])
     summary |= {"source": pipeline.source_table, "target": pipeline.target_table}
-    Path(planned["runFolder"], f"{index}.json").write_text(json.dumps({**summary, "inserted": 1, **extra}))
+    job_outputs(planned).summaries[index] = {**summary, "inserted": 1, **extra}
 
 
 def commit(config, store, planned, run_id="r"):
-    return cdf_tasks.commit({"orders": store}, planned, run_id)
+    return cdf_tasks.commit({"orders": store}, planned, job_outputs(planned), run_id)
 
 
 def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(config, store):
@@ -80,7 +80,7 @@ def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(c
     assert after.applied_version == 7 and report["pipelines"]["orders"]["lagVersions"] == 0
     assert after.source_id == DeltaLog(Store(config.pipelines[0].source_table)).table_id()
     args = cdf_tasks.job_arguments(planned)
-    assert args[1][-8:-2] == ["--starting-version", "3", "--ending-version", "5", "--pipeline-id",
+    assert args[1][-6:] == ["--starting-version", "3", "--ending-version", "5", "--pipeline-id",
                               "lakefeed_cdf_checkpoint__orders"]
 
 
@@ -119,6 +119,46 @@ def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_
     assert report["pipelines"]["orders"]["checkpointReset"] == {"from": 7, "to": 3}
     assert [(j["start"], j["end"]) for j in cdf_tasks.plan(config, checkpoints(store), {}, run("s"))["jobs"]] == [
         (4, 6), (7, 7)]
+
+
+def target_commit(config, **user_metadata):
+    """A commit on the target, tagged as the CDF job tags its MERGEs and full refreshes."""
+    from deltalake import CommitProperties
+
+    write_deltalake(config.pipelines[0].target_table, pa.table({"id": [1]}), mode="append",
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": json.dumps(
+                        {"pipeline": "delta_cdf", **user_metadata})}))
+
+
+@pytest.mark.parametrize("merged_after_refresh", [False, True])
+def test_ranges_a_full_refresh_replaced_after_they_committed_are_not_credited(config, store, merged_after_refresh):
+    """Audit case (issue 21): a scheduled run planned at version 1 applies 2..4 and 5..7 while a full refresh
+    of an overlapping run rebuilds the target at source version 5 and resets the checkpoint there. A range
+    MERGEd before the rebuild is gone from the target: crediting it moved the checkpoint to 7, and versions
+    6..7 never reached the rebuilt target."""
+    source_id = DeltaLog(Store(config.pipelines[0].source_table)).table_id()
+    store.update(lambda cp: cp.moved(applied_version=1, source_id=source_id, source=config.pipelines[0].source_table))
+    planned = cdf_tasks.plan(config, checkpoints(store), {}, run("scheduled__2"))
+    assert [(j["start"], j["end"]) for j in planned["jobs"]] == [(2, 4), (5, 7)]
+    target_commit(config, startingVersion=2, endingVersion=4)                    # target v0: job 0's MERGE
+    finish(planned, 0, targetVersion=0, sourceTableId=source_id)
+    if merged_after_refresh:
+        target_commit(config, fullRefreshVersion=5)                              # v1: the rebuild at 5
+        target_commit(config, startingVersion=5, endingVersion=7)                # v2: job 1 (reads 6..7)
+        finish(planned, 1, targetVersion=2, sourceTableId=source_id)
+    else:
+        target_commit(config, startingVersion=5, endingVersion=7)                # v1: job 1's MERGE
+        finish(planned, 1, targetVersion=1, sourceTableId=source_id)
+        target_commit(config, fullRefreshVersion=5)                              # v2: the rebuild at 5
+    store.update(lambda cp: cp.moved(applied_version=5))                         # the refresh's commit step
+    report = commit(config, store, planned)["pipelines"]["orders"]
+    if merged_after_refresh:  # job 1 ran on the rebuilt table: 6..7 are in it
+        assert store.load().applied_version == 7
+        assert [(j["start"], j["rebuiltAt"]) for j in report["jobsVoided"]] == [(2, 1)]
+    else:
+        assert store.load().applied_version == 5  # the next run applies 6.. again
+        assert [(j["start"], j["rebuiltAt"]) for j in report["jobsVoided"]] == [(2, 2), (5, 2)]
+    assert report["jobsFailed"] == []
 
 
 def test_a_failed_full_refresh_leaves_the_checkpoint(config, store):
@@ -202,8 +242,7 @@ def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interv
 
 def test_a_summary_of_another_range_is_not_credited(config, store):
     planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
-    Path(planned["runFolder"], "0.json").write_text(json.dumps({"mode": "changes", "startingVersion": 3,
-                                                                 "endingVersion": 5}))
+    job_outputs(planned).summaries[0] = {"mode": "changes", "startingVersion": 3, "endingVersion": 5}
     finish(planned, 1)
     with pytest.raises(RuntimeError, match="2 of 3"):
         commit(config, store, planned)

@@ -19,7 +19,7 @@ from lakefeed.errors import CheckpointMismatchError, ConfigError, WindowNotReady
 from lakefeed_airflow import crdb_tasks  # noqa: E402
 from lakefeed_airflow.runs import RunContext  # noqa: E402
 from lakefeed_airflow.triggers import ResolvedTimestampTrigger  # noqa: E402
-from tests.cells import file_store  # noqa: E402
+from tests.cells import file_store, job_outputs  # noqa: E402
 
 DAG = "cockroach_changefeed_to_delta"
 
@@ -48,7 +48,7 @@ def finish(planned, index):
     batch = planned["batches"][index]
     summary = {"afterResolved": batch["after"], "throughResolved": batch["through"], "messagesRead": 10,
                "topics": {}, "targetRoot": planned["targetRoot"]}
-    Path(planned["runFolder"], f"{index}.json").write_text(json.dumps(summary))
+    job_outputs(planned).summaries[index] = summary
 
 
 def test_scheduled_runs_take_resolved_files_in_batches_from_the_first_file(config, store, sink):
@@ -60,10 +60,10 @@ def test_scheduled_runs_take_resolved_files_in_batches_from_the_first_file(confi
     assert "--after-resolved" not in args[0] and args[1][4:8] == ["--after-resolved", r[1], "--through-resolved", r[3]]
     finish(planned, 1)  # the first batch failed: nothing may move past it
     with pytest.raises(RuntimeError, match="1 of 2 batch"):
-        crdb_tasks.commit(store, planned, "r1")
+        crdb_tasks.commit(store, planned, job_outputs(planned), "r1")
     assert store.load().resolved is None and store.load().sink == planned["sink"]
     finish(planned, 0)
-    report = crdb_tasks.commit(store, planned, "r1 retry")
+    report = crdb_tasks.commit(store, planned, job_outputs(planned), "r1 retry")
     assert store.load().resolved == r[3] and report["checkpointMoved"]
     assert report["lagSeconds"] == (Hlc.parse(r[-1]).wall - Hlc.parse(r[3]).wall) / 1e9
     nxt = crdb_tasks.plan(config, store.load(), {}, run("scheduled__2"))
@@ -76,7 +76,7 @@ def test_a_backfill_is_exactly_its_range_and_never_moves_the_checkpoint(config, 
                               run("m", "manual"))
     assert planned["kind"] == "backfill" and planned["batches"] == [{"after": r[0], "through": r[2]}]
     finish(planned, 0)
-    crdb_tasks.commit(store, planned, "m")
+    crdb_tasks.commit(store, planned, job_outputs(planned), "m")
     assert store.load() == CrdbCheckpoint()
     cases = [({"after_resolved": r[0]}, ConfigError, "needs through_resolved"),
              ({"after_resolved": r[2], "through_resolved": r[0]}, ConfigError, "must be before"),
@@ -132,7 +132,7 @@ def test_a_moved_target_root_is_refused_naming_both_and_a_reset_records_the_new(
     planned = crdb_tasks.plan(config, store.load(), {}, run())
     for index in range(len(planned["batches"])):
         finish(planned, index)
-    crdb_tasks.commit(store, planned, "r1")
+    crdb_tasks.commit(store, planned, job_outputs(planned), "r1")
     assert store.load().target_root == config.target_root
     moved = CrdbConfig(**{**config.__dict__, "target_root": config.target_root + "_moved"})
     with pytest.raises(CheckpointMismatchError, match=f"target_root {config.target_root}, but the configuration "

@@ -62,6 +62,9 @@ def test_every_dag_has_tags_retries_owner_docs_and_limits(dagbag):
         assert dag.max_active_runs == 1, dag_id
         assert dag.catchup is False, dag_id
         assert dag.default_args.get("owner") and dag.default_args.get("retries", 0) >= 1, dag_id
+        # The checkpoint writers (commit steps) of all DAGs share one slot, on whichever workers they run.
+        writers = [t for t in dag.tasks if t.task_id.startswith("commit_")]
+        assert len(writers) == 1 and writers[0].pool == "lakefeed_checkpoints", dag_id
 
 
 def test_blob_dag_shape(dagbag):

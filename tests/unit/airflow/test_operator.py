@@ -1,13 +1,17 @@
 """The submit operator's contract with the jobs: exit code 2 fails at once with the job's own reason (the
-real blob job, refusing an unready window before any JVM starts), other failures stay retryable, and the
-templated timeout and Spark settings are applied when the task starts."""
+real blob job, refusing an unready window before any JVM starts), pushed to XCom for the commit step;
+other failures stay retryable; the job's summary comes back as the task's return value (from a scratch
+folder of the task, or from ``summary_root`` for a driver on the cluster), and nothing is left behind;
+the templated timeout and Spark settings are applied when the task starts."""
 
 import json
 import os
 import stat
 import sys
+import tempfile
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -38,23 +42,81 @@ def launcher(tmp_path, monkeypatch):
     return folder
 
 
-def operator(tmp_path, args):
-    return LakefeedSparkSubmitOperator(task_id="ingest", application=str(ROOT / "spark_jobs" / "blob_changefeed_job.py"),
-                                       application_args=args)
+# A job that needs no Spark: it leaves the summary lakefeed.jobs writes, or exits 0 leaving none.
+SUMMARY_JOB = f"""import sys
+sys.path.insert(0, {str(ROOT / "include")!r})
+from lakefeed.jobs import write_summary
+args = sys.argv[1:]
+if "--no-summary" not in args:
+    write_summary({{"windows": ["w"], "args": args}}, args[args.index("--summary-json") + 1])
+"""
+
+
+class TaskInstance(SimpleNamespace):
+    """The fields of the running task instance the operator reads, and the XComs it pushes."""
+
+    def __init__(self, **fields):
+        super().__init__(dag_id="blob_changefeed_to_delta", run_id="scheduled__2026-01-01T00:00:00+00:00",
+                         task_id="ingest_windows", map_index=3, try_number=2, pushed={}, **fields)
+
+    def xcom_push(self, key, value):
+        self.pushed[key] = value
+
+
+def operator(tmp_path, args, application=None, **kwargs):
+    return LakefeedSparkSubmitOperator(task_id="ingest",
+                                       application=application or str(ROOT / "spark_jobs" / "blob_changefeed_job.py"),
+                                       application_args=args, **kwargs)
+
+
+def scratch_folders() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("lakefeed-job-*")}
 
 
 def test_a_refusal_fails_the_task_at_once_with_the_jobs_reason(tmp_path, launcher):
     from airflow.sdk.exceptions import AirflowFailException
 
     generate_feed(tmp_path / "feed", FeedSpec(hours=3, events_per_hour=5, gap_hours=()))  # ready up to 01:10
-    summary = tmp_path / "runs" / "0.json"
     args = ["--feed-root", str(tmp_path / "feed"), "--window-start", "2026-01-01T05:10Z",
             "--window-end", "2026-01-01T06:10Z", "--events-table", str(tmp_path / "e"),
-            "--state-table", str(tmp_path / "s"), "--summary-json", str(summary)]
+            "--state-table", str(tmp_path / "s")]
+    ti, before = TaskInstance(), scratch_folders()
     with pytest.raises(AirflowFailException, match="exit code 2.*not retried: WindowNotReadyError: 1 window\\(s\\) not "
                                                    "ready: 2026-01-01T05:10:00Z"):
-        operator(tmp_path, args).execute({})
-    assert not summary.exists() and not (tmp_path / "e").exists()
+        operator(tmp_path, args).execute({"ti": ti})
+    # The reason reaches the commit step through XCom (it may run on another worker).
+    assert list(ti.pushed) == ["refusal"]
+    assert ti.pushed["refusal"].startswith("WindowNotReadyError: 1 window(s) not ready: 2026-01-01T05:10:00Z")
+    assert not (tmp_path / "e").exists() and scratch_folders() == before
+
+
+def test_the_jobs_summary_is_the_tasks_return_value_and_nothing_is_left_behind(tmp_path, launcher):
+    job = tmp_path / "job.py"
+    job.write_text(SUMMARY_JOB)
+    before = scratch_folders()
+    # Client mode: the driver writes into a scratch folder of this task; a stale --summary-json is replaced.
+    summary = operator(tmp_path, ["--window-start", "w", "--summary-json", "/elsewhere/0.json"],
+                       application=str(job)).execute({"ti": TaskInstance()})
+    location = summary["args"][-1]
+    assert summary["windows"] == ["w"] and summary["args"][:2] == ["--window-start", "w"]
+    assert summary["args"].count("--summary-json") == 1 and location.endswith(".json") and "/elsewhere/" not in location
+    assert scratch_folders() == before and not Path(location).exists()
+    # A driver on the cluster: under summary_root, one fresh object per try, removed once read.
+    root = tmp_path / "summaries"
+    summary = operator(tmp_path, [], application=str(job), summary_root=str(root)).execute({"ti": TaskInstance()})
+    location = summary["args"][-1]
+    assert location.startswith(f"{root}/blob_changefeed_to_delta/scheduled__2026-01-01T00_00_00_00_00/ingest_windows/3-try2-")
+    assert not Path(location).exists()
+
+
+def test_a_job_that_exits_0_without_a_summary_is_retried(tmp_path, launcher):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    job = tmp_path / "job.py"
+    job.write_text(SUMMARY_JOB)
+    with pytest.raises(RuntimeError, match="exited 0 but the job left no summary") as raised:
+        operator(tmp_path, ["--no-summary"], application=str(job)).execute({"ti": TaskInstance()})
+    assert not isinstance(raised.value, AirflowFailException)
 
 
 def test_other_failures_stay_retryable(tmp_path, launcher, monkeypatch):
@@ -62,7 +124,7 @@ def test_other_failures_stay_retryable(tmp_path, launcher, monkeypatch):
 
     monkeypatch.setenv("LAKEFEED_TEST_EXIT", "1")
     with pytest.raises(AirflowException) as raised:
-        operator(tmp_path, ["--summary-json", str(tmp_path / "0.json")]).execute({})
+        operator(tmp_path, []).execute({"ti": TaskInstance()})
     assert not isinstance(raised.value, AirflowFailException)
 
 
