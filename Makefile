@@ -18,13 +18,13 @@ ui: setup
 	$(ENV) airflow standalone
 
 test: setup
-	$(ENV) python -m pytest tests -n 4 --dist loadfile --no-loadscope-reorder --durations=25
+	$(ENV) python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 test-unit: setup
 	$(ENV) python -m pytest tests -m "not integration"
 
 test-integration: setup
-	$(ENV) python -m pytest tests -m integration -n 4 --dist loadfile --no-loadscope-reorder
+	$(ENV) python -m pytest tests -m integration -n 2 --dist loadfile --no-loadscope-reorder
 
 # One DAG run against the demo feed (run `make demo` first to create it).
 dag-test: setup

@@ -16,11 +16,12 @@ os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-# Every Spark driver of the suite (this session's, and each spark-submit a DAG run starts, which inherits
-# the environment) lives for seconds on a few rows: the client JIT alone and the serial collector halve
-# the CPU its warm-up costs, which on a 2-core CI machine is most of the suite's time. Deployments keep
-# the JVM's defaults.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Each spark-submit of the suite (a DAG run's jobs, the job-level tests; they inherit the environment)
+# lives for seconds on a few rows: the client JIT alone and the serial collector halve the CPU its warm-up
+# costs, which on a 2-core CI machine is most of the suite's time. The session fixture's JVM below lives
+# for a whole worker and keeps the full JIT; deployments keep the JVM's defaults.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 
 # The test files of many minutes (sequences of DAG runs), longest first. `--dist loadfile
 # --no-loadscope-reorder` (the Makefile's) hands files to the workers in collection order, so the long
@@ -62,12 +63,19 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 def spark():
     from lakefeed.spark import get_session
 
-    session = get_session(
-        "lakefeed-tests",
-        master="local[2]",
-        extra={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-               "spark.driver.memory": "2g"},
-    )
+    # This JVM runs every in-process test of a worker: the full JIT (a user's own SPARK_SUBMIT_OPTS stay).
+    short_lived = os.environ.pop("SPARK_SUBMIT_OPTS") if os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_LIVED_JVM \
+        else None
+    try:
+        session = get_session(
+            "lakefeed-tests",
+            master="local[2]",
+            extra={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+                   "spark.driver.memory": "2g"},
+        )
+    finally:
+        if short_lived is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = short_lived
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
