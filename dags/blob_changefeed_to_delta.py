@@ -8,9 +8,9 @@ batches, run one `spark_jobs/blob_changefeed_job.py` per batch
 `lakefeed_blob_checkpoint` over the contiguous prefix of finished batches.
 The run summary lands in the `commit_checkpoint` XCom and log.
 
-**Backfill** re-processes a range idempotently and never creates nor moves the
-checkpoint (the next scheduled run still starts where the checkpoint, or the
-feed, starts):
+**Backfill** re-processes a range idempotently and never sets nor moves the
+checkpoint's watermark (the next scheduled run still starts where the
+checkpoint, or the feed, starts):
 - *Single Run* with `window_start` and `window_end` (ISO, on the feed's
   hourly grid, end exclusive) re-processes exactly that range;
 - Airflow's *Backfill* (UI, or `airflow backfill create`) makes one run per

@@ -8,7 +8,7 @@ run (pool `lakefeed_spark`), then advance the checkpoint Variable `lakefeed_crdb
 RESOLVED timestamp of the contiguous prefix of finished batches. One Delta table per topic; the greatest
 `updated` per key wins, deletes stay as tombstones. The run summary lands in the `commit_checkpoint` XCom.
 
-**Backfill** re-applies a range idempotently and never creates nor moves the checkpoint:
+**Backfill** re-applies a range idempotently and never sets nor moves the checkpoint's RESOLVED:
 - *Single Run* with `after_resolved` (optional) and `through_resolved`: exactly those files;
 - Airflow's *Backfill*: each hourly run re-applies the resolved ranges of its data interval.
 

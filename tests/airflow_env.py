@@ -69,9 +69,11 @@ def _metadata(env: dict[str, str]) -> sqlite3.Connection:
     return sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db", timeout=30)
 
 
-def last_run_id(env: dict[str, str], dag_id: str) -> str:
+def last_run_id(env: dict[str, str], dag_id: str) -> str | None:
+    """The newest run of ``dag_id`` (None before its first run exists)."""
     with _metadata(env) as db:
-        return db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)).fetchone()[0]
+        row = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)).fetchone()
+    return row[0] if row else None
 
 
 def task_tries(env: dict[str, str], dag_id: str, run_id: str) -> dict[str, tuple[str, int]]:
@@ -112,3 +114,25 @@ def job_summaries(env: dict[str, str], dag_id: str) -> list[dict]:
         rows = db.execute("SELECT map_index, value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = "
                           "'return_value' ORDER BY map_index", (dag_id, run_id, APPLY_TASKS[dag_id])).fetchall()
     return [json.loads(value) for _, value in rows]
+
+
+def asset_events(env: dict[str, str], uri: str) -> list[dict]:
+    """The ``extra`` of every asset event Airflow recorded for the asset ``uri``, oldest first."""
+    with _metadata(env) as db:
+        rows = db.execute("SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
+                          "WHERE asset.uri = ? ORDER BY asset_event.id", (uri,)).fetchall()
+    return [json.loads(extra) if isinstance(extra, str) else extra for (extra,) in rows]
+
+
+def assert_each_entry_announced_once(env: dict[str, str], table: str, pipeline_id: str) -> list[dict]:
+    """Every ledger entry of ``pipeline_id`` on ``table`` (its commits that changed rows) is in exactly one
+    asset event of the table, and no event names anything else. Returns the events."""
+    from lakefeed.assets import table_uri
+    from lakefeed.ledger import entries_after
+
+    events = asset_events(env, table_uri(table))
+    announced = [version for extra in events for version in extra.get("commits", [])]
+    entries = [entry.version for entry in entries_after(table, pipeline_id, None)[0]]
+    assert entries, f"{table} has no ledger entry of {pipeline_id}"
+    assert sorted(announced) == entries, (announced, entries)
+    return events

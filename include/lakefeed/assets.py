@@ -1,17 +1,21 @@
-"""Which Delta targets a run changed, as the Airflow asset events its commit task emits.
+"""Which Delta targets changed, as the Airflow asset events a commit task emits.
 
-Pure functions over the job summaries a run's commit step credited: one entry per target table that
-got new data (a MERGE that changed nothing, or a replay, emits nothing), with the table's asset URI and
-what was applied to it (windows, versions or resolved timestamps, row counts, the table's version
-afterwards). A user's DAG schedules on ``Asset("<uri>")``; the URI is the table's location as
-configured, local paths as ``file://`` URIs.
+Pure functions over ledger entries (:mod:`lakefeed.ledger`: the pipeline's commits that changed a
+target's rows, read from the target's log): one change per target table with entries (a MERGE that
+changed nothing, or a replay, commits nothing and so announces nothing), with the table's asset URI and
+what was applied to it (windows, versions or RESOLVED spans, row counts from Delta's commit metrics, the
+commits and the table's newest version among them). A user's DAG schedules on ``Asset("<uri>")``; the
+URI is the table's location as configured, local paths as ``file://`` URIs.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import quote, urlsplit
+
+from lakefeed.cdf.log import REFRESH_MARKER
+from lakefeed.ledger import LedgerEntry
 
 FULL_REFRESH_MODE = "full-refresh"  # a CDF job summary's mode when it replaced its target
 
@@ -29,60 +33,56 @@ def table_uri(location: str) -> str:
     return "file://" + quote(os.path.abspath(location).rstrip("/") or "/")
 
 
-def _change(table: str, extra: dict[str, Any]) -> dict[str, Any]:
-    return {"table": table, "uri": table_uri(table), "extra": extra}
+def _change(table: str, entries: list[LedgerEntry], extra: dict[str, Any]) -> dict[str, Any]:
+    return {"table": table, "uri": table_uri(table), "extra": {
+        **extra,
+        "rowsInserted": sum(e.inserted for e in entries),
+        "rowsUpdated": sum(e.updated for e in entries),
+        "rowsDeleted": sum(e.deleted for e in entries),
+        "commits": [e.version for e in entries],
+        "targetVersion": max(e.version for e in entries)}}
 
 
-def _max(values: Iterable[int | None]) -> int | None:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
+def _unique(values: list[Any]) -> list[Any]:
+    seen: list[Any] = []
+    for value in values:
+        if value not in seen:
+            seen.append(value)
+    return seen
 
 
-def blob_changes(summaries: list[dict[str, Any]], events_table: str, state_table: str) -> list[dict[str, Any]]:
-    """The events table changed when events were inserted; the state table when rows were inserted or updated."""
-    windows = sorted({w for s in summaries for w in s.get("windows", [])})
-
-    def total(key: str) -> int:
-        return sum(s.get(key, 0) or 0 for s in summaries)
-
+def blob_changes(entries: dict[str, list[LedgerEntry]], events_table: str, state_table: str) -> list[dict[str, Any]]:
+    """The events and state tables, each when it has entries: the windows the entries applied."""
     changes = []
-    if total("eventsInserted"):
-        changes.append(_change(events_table, {
-            "pipeline": "blob", "windows": windows, "rowsInserted": total("eventsInserted"),
-            "rowsUpdated": 0, "rowsDeleted": 0,
-            "targetVersion": _max(s.get("eventsTableVersion") for s in summaries)}))
-    if total("stateInserted") or total("stateUpdated"):
-        changes.append(_change(state_table, {
-            "pipeline": "blob", "windows": windows, "rowsInserted": total("stateInserted"),
-            "rowsUpdated": total("stateUpdated"), "rowsDeleted": 0,
-            "targetVersion": _max(s.get("stateTableVersion") for s in summaries)}))
+    for table in (events_table, state_table):
+        mine = entries.get(table) or []
+        if mine:
+            windows = sorted({w for e in mine for w in e.tags.get("windows") or []})
+            changes.append(_change(table, mine, {"pipeline": "blob", "windows": windows}))
     return changes
 
 
-def cdf_changes(name: str, target_table: str, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Summaries in plan order. A CDF target changed when a job inserted, updated or deleted rows, or replaced it (full refresh)."""
-    refreshed = [s for s in summaries if s.get("mode") == FULL_REFRESH_MODE]
-    inserted, updated, deleted = (sum(s.get(k, 0) or 0 for s in summaries) for k in ("inserted", "updated", "deleted"))
-    if not (refreshed or inserted or updated or deleted):
+def cdf_changes(name: str, target_table: str, entries: dict[str, list[LedgerEntry]]) -> list[dict[str, Any]]:
+    """The pipeline's target, when it has entries: the source version ranges they applied (a full refresh
+    as ``[v, v]``, the version it copied) and whether one of them replaced the table."""
+    mine = entries.get(target_table) or []
+    if not mine:
         return []
-    return [_change(target_table, {
-        "pipeline": f"cdf:{name}",
-        "versions": [[s.get("startingVersion"), s.get("endingVersion")] for s in summaries],
-        "fullRefresh": bool(refreshed),
-        "rowsInserted": inserted, "rowsUpdated": updated, "rowsDeleted": deleted,
-        "targetVersion": _max(s.get("targetVersion") for s in summaries)})]
+    refreshes = [e for e in mine if REFRESH_MARKER in e.tags]
+    versions = _unique([[e.tags[REFRESH_MARKER]] * 2 if REFRESH_MARKER in e.tags
+                        else [e.tags.get("startingVersion"), e.tags.get("endingVersion")] for e in mine])
+    return [_change(target_table, mine, {"pipeline": f"cdf:{name}", "versions": versions,
+                                         "fullRefresh": bool(refreshes)})]
 
 
-def crdb_changes(target_root: str, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Summaries in plan order. One entry per topic table that had rows inserted, updated or deleted."""
-    spans = [[s.get("afterResolved"), s.get("throughResolved")] for s in summaries]
+def crdb_changes(entries: dict[str, list[LedgerEntry]]) -> list[dict[str, Any]]:
+    """One change per topic table with entries: the RESOLVED spans they applied."""
     changes = []
-    for topic in sorted({t for s in summaries for t in s.get("topics", {})}):
-        figures = [s["topics"][topic] for s in summaries if topic in s.get("topics", {})]
-        inserted, updated, deleted = (sum(f.get(k, 0) or 0 for f in figures) for k in ("inserted", "updated", "deleted"))
-        if inserted or updated or deleted:
-            changes.append(_change(f"{target_root.rstrip('/')}/{topic}", {
-                "pipeline": "cockroach", "topic": topic, "resolvedSpans": spans,
-                "rowsInserted": inserted, "rowsUpdated": updated, "rowsDeleted": deleted,
-                "targetVersion": _max(f.get("targetVersion") for f in figures)}))
+    for table in sorted(entries):
+        mine = entries[table]
+        if not mine:
+            continue
+        topic = mine[0].tags.get("topic") or table.rstrip("/").rsplit("/", 1)[-1]
+        spans = _unique([[e.tags.get("afterResolved"), e.tags.get("throughResolved")] for e in mine])
+        changes.append(_change(table, mine, {"pipeline": "cockroach", "topic": topic, "resolvedSpans": spans}))
     return changes

@@ -46,9 +46,11 @@ class TableMark:
         return {"tableId": self.table_id, "version": self.version}
 
     @classmethod
-    def from_dict(cls, value: Any, where: str) -> "TableMark":
+    def from_dict(cls, value: Any, where: str, lowest: int = 0) -> "TableMark":
+        """``lowest`` -1 for an ``announced`` mark: -1 is "none of this table's commits yet"."""
+        version = value.get("version") if isinstance(value, dict) else None
         if (not isinstance(value, dict) or not isinstance(value.get("tableId"), str)
-                or not _is_count(value.get("version"))):
+                or not (isinstance(version, int) and not isinstance(version, bool) and version >= lowest)):
             raise CheckpointError(f"checkpoint {where}: a target must be {{\"tableId\": str, \"version\": int}}, "
                                   f"got {value!r}")
         return cls(value["tableId"], value["version"])
@@ -58,11 +60,17 @@ class TableMark:
         return None if state is None else cls(state.table_id, state.latest_version)
 
 
-def _targets_from(document: dict[str, Any], where: str) -> dict[str, TableMark]:
-    raw = document.get("targets") or {}
+def _targets_from(document: dict[str, Any], where: str, name: str = "targets") -> dict[str, TableMark]:
+    raw = document.get(name) or {}
     if not isinstance(raw, dict):
-        raise CheckpointError(f"checkpoint {where}: targets must be an object")
-    return {str(location): TableMark.from_dict(mark, f"{where} targets[{location!r}]") for location, mark in raw.items()}
+        raise CheckpointError(f"checkpoint {where}: {name} must be an object")
+    lowest = -1 if name == "announced" else 0
+    return {str(location): TableMark.from_dict(mark, f"{where} {name}[{location!r}]", lowest)
+            for location, mark in raw.items()}
+
+
+def _marks_json(marks: dict[str, TableMark]) -> dict[str, Any]:
+    return {location: mark.to_dict() for location, mark in sorted(marks.items())}
 
 
 def _document(text: str | None, where: str, pipeline: str) -> dict[str, Any] | None:
@@ -98,10 +106,15 @@ def _string_or_none(document: dict, name: str, where: str) -> str | None:
 
 
 class _Moves:
-    """Checkpoints change only through :meth:`moved`, which counts the generation."""
+    """Checkpoints change only through :meth:`moved`, which counts the generation.
+
+    Every checkpoint also keeps ``announced``: per target, the version through which the pipeline's
+    ledger entries (its commits that changed rows, :mod:`lakefeed.ledger`) were announced as asset events.
+    """
 
     generation: int
     updated_by: str | None
+    announced: dict[str, TableMark]
 
     def moved(self, **changes: Any):
         """This checkpoint with ``changes`` and the next generation (itself when nothing differs)."""
@@ -134,6 +147,7 @@ class BlobCheckpoint(_Moves):
     targets: dict[str, TableMark] = field(default_factory=dict)
     next_segment: datetime | None = None
     segments_listed_through: datetime | None = None
+    announced: dict[str, TableMark] = field(default_factory=dict)
     generation: int = 0
     updated_by: str | None = None
 
@@ -143,7 +157,8 @@ class BlobCheckpoint(_Moves):
             "lastConsumable": format_time(self.last_consumable) if self.last_consumable else None,
             "feed": self.feed,
             "gridMinute": self.grid_minute,
-            "targets": {location: mark.to_dict() for location, mark in sorted(self.targets.items())},
+            "targets": _marks_json(self.targets),
+            "announced": _marks_json(self.announced),
             "nextSegment": format_time(self.next_segment) if self.next_segment else None,
             "segmentsListedThrough": format_time(self.segments_listed_through) if self.segments_listed_through
             else None,
@@ -165,6 +180,7 @@ class BlobCheckpoint(_Moves):
             feed=_string_or_none(document, "feed", where),
             grid_minute=grid_minute,
             targets=_targets_from(document, where),
+            announced=_targets_from(document, where, "announced"),
             next_segment=_time_or_none(document.get("nextSegment"), where, "nextSegment"),
             segments_listed_through=_time_or_none(document.get("segmentsListedThrough"), where,
                                                   "segmentsListedThrough"),
@@ -186,6 +202,7 @@ class CdfCheckpoint(_Moves):
     targets: dict[str, TableMark] = field(default_factory=dict)
     keys: tuple[str, ...] | None = None
     columns: tuple[str, ...] | None = None
+    announced: dict[str, TableMark] = field(default_factory=dict)
     generation: int = 0
     updated_by: str | None = None
 
@@ -194,7 +211,8 @@ class CdfCheckpoint(_Moves):
             "appliedVersion": self.applied_version,
             "source": self.source,
             "sourceTableId": self.source_id,
-            "targets": {location: mark.to_dict() for location, mark in sorted(self.targets.items())},
+            "targets": _marks_json(self.targets),
+            "announced": _marks_json(self.announced),
             "keys": list(self.keys) if self.keys is not None else None,
             "columns": list(self.columns) if self.columns is not None else None,
             "generation": self.generation,
@@ -214,6 +232,7 @@ class CdfCheckpoint(_Moves):
             source=_string_or_none(document, "source", where),
             source_id=_string_or_none(document, "sourceTableId", where),
             targets=_targets_from(document, where),
+            announced=_targets_from(document, where, "announced"),
             keys=_names_or_none(document, "keys", where),
             columns=_names_or_none(document, "columns", where),
             generation=document.get("generation", 0),
@@ -231,6 +250,7 @@ class CrdbCheckpoint(_Moves):
     sink: str | None = None
     targets: dict[str, TableMark] = field(default_factory=dict)
     target_root: str | None = None
+    announced: dict[str, TableMark] = field(default_factory=dict)
     generation: int = 0
     updated_by: str | None = None
 
@@ -239,7 +259,8 @@ class CrdbCheckpoint(_Moves):
             "resolved": self.resolved,
             "sink": self.sink,
             "targetRoot": self.target_root,
-            "targets": {location: mark.to_dict() for location, mark in sorted(self.targets.items())},
+            "targets": _marks_json(self.targets),
+            "announced": _marks_json(self.announced),
             "generation": self.generation,
             "updatedBy": self.updated_by,
         })
@@ -259,6 +280,7 @@ class CrdbCheckpoint(_Moves):
                 raise CheckpointError(f"checkpoint {where}: resolved {resolved!r} is not <wall>.<logical>") from None
         return cls(resolved=resolved, sink=_string_or_none(document, "sink", where),
                    targets=_targets_from(document, where), target_root=_string_or_none(document, "targetRoot", where),
+                   announced=_targets_from(document, where, "announced"),
                    generation=document.get("generation", 0),
                    updated_by=document.get("updatedBy"))
 

@@ -22,6 +22,16 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.[0-9a-f-]+)*\.(parquet|json)$")
 
 
+_DATA_ACTIONS = ("add", "remove", "cdc")
+
+
+def changes_rows(actions: list[dict]) -> bool:
+    """A commit's actions changed the table's rows: they add, remove or record changes of data files (a
+    schema change, a table creation with no rows, OPTIMIZE or a property change do not)."""
+    return any(action.get(kind, {}).get("dataChange", kind == "cdc") for action in actions
+               for kind in _DATA_ACTIONS if kind in action)
+
+
 @dataclass(frozen=True)
 class TableState:
     """What a Delta table at a path is now: its id, its latest version, and any RESTORE committed
@@ -99,29 +109,33 @@ class DeltaLog:
         metadata = table.metadata()
         return dict(metadata.configuration or {}), json.loads(table.schema().to_json())["fields"]
 
-    def table_id(self) -> str | None:
-        """``metaData.id`` of the table at the root: a dropped and recreated table gets a new one.
-        None when there is no Delta table there."""
-        metadata = self.latest_metadata()
+    def table_id(self, version: int | None = None) -> str | None:
+        """``metaData.id`` of the table at the root (as of ``version``, default the latest): a dropped and
+        recreated table gets a new one, and so does one a REPLACE rebuilt. None when there is no Delta
+        table there (or no such version)."""
+        metadata = self.latest_metadata(version)
         return None if metadata is None else metadata.get("id")
 
-    def latest_metadata(self) -> dict | None:
-        """The table's current ``metaData`` action: the newest commit that carries one, or else the newest
-        checkpoint's. Reads a few small files, not the table's file list (sensors call this every poll)."""
+    def latest_metadata(self, version: int | None = None) -> dict | None:
+        """The table's ``metaData`` action as of ``version`` (default the latest): the newest commit up to it
+        that carries one, or else the newest checkpoint's up to it. Reads a few small files, not the table's
+        file list (sensors call this every poll)."""
         entries = [e.name for e in self.store.list(LOG_DIR)]
         commits = sorted((int(m.group(1)) for m in map(_COMMIT.match, entries) if m), reverse=True)
         checkpoints: dict[int, list[str]] = {}
         for name in entries:
             m = _CHECKPOINT.match(name)
-            if m:
+            if m and (version is None or int(m.group(1)) <= version):
                 checkpoints.setdefault(int(m.group(1)), []).append(name)
-        if not commits:
+        if not commits or (version is not None and version > commits[0]):
             return None
         newest_checkpoint = max(checkpoints, default=-1)
-        for version in commits:
-            if version <= newest_checkpoint:
+        for committed in commits:
+            if version is not None and committed > version:
+                continue
+            if committed <= newest_checkpoint:
                 break
-            for action in self.actions(version):
+            for action in self.actions(committed):
                 if "metaData" in action:
                     return action["metaData"]
         for name in sorted(checkpoints.get(newest_checkpoint, [])):
@@ -130,7 +144,7 @@ class DeltaLog:
                 return metadata
         from deltalake import DeltaTable  # no commit or checkpoint holds it (log cleanup): let delta-rs replay
 
-        return {"id": DeltaTable(self.store.root).metadata().id}
+        return {"id": DeltaTable(self.store.root, version=version).metadata().id}
 
     def _checkpoint_metadata(self, name: str) -> dict | None:
         raw = self.store.read_bytes(f"{LOG_DIR}/{name}")

@@ -76,6 +76,14 @@ def get_session(app_name: str, master: str | None = None, extra: dict[str, str] 
         # Cluster executors do not inherit the driver's environment: forward the
         # storage credentials (redacted wherever Spark shows its configuration).
         settings.update(executor_env_settings())
+    if under_submit:
+        # SESSION_DEFAULTS are defaults: what spark-submit was given (--conf, a pipeline's spark_conf,
+        # spark-defaults.conf, -Dspark.* options) wins over them.
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # the gateway to spark-submit's JVM: its conf, not an empty one
+        submitted = {key for key, _ in SparkConf().getAll()}
+        settings = {key: value for key, value in settings.items() if key not in SESSION_DEFAULTS or key not in submitted}
     for key, value in {**settings, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 
 from lakefeed.checkpoint import TableMark, verify_table
-from lakefeed.deltalog import DeltaLog, TableState
+from lakefeed.deltalog import DeltaLog, TableState, changes_rows
 from lakefeed.errors import CheckpointMismatchError
 from lakefeed.storage import Store
 
 PIPELINE_ID = "pipelineId"  # the userMetadata key naming the pipeline (its checkpoint Variable) that wrote a commit
-_DATA_ACTIONS = ("add", "remove", "cdc")
 
 
 def table_state(location: str, restores_after: int | None = None) -> TableState | None:
@@ -58,8 +57,7 @@ def foreign_write(location: str, pipeline_id: str) -> str | None:
                 f"cannot be shown")
     for version in versions:
         actions = delta_log.actions(version)
-        if not any(action.get(kind, {}).get("dataChange", kind == "cdc") for action in actions
-                   for kind in _DATA_ACTIONS if kind in action):
+        if not changes_rows(actions):
             continue
         info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
         writer = _writer(info.get("userMetadata"))

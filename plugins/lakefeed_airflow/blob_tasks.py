@@ -46,6 +46,7 @@ from lakefeed.errors import ConfigError, DataLossError, FeedError
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.targets import current_marks, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
+    Announcer,
     JobOutputs,
     RunContext,
     fail_if_any_failed,
@@ -213,14 +214,18 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
     data_loss = planned.get("dataLoss")
     resume = parse_time(data_loss["resumeWindow"]) if data_loss else None
     segment_marks = planned.get("segmentMarks") or {}
+    failed = [{**b.to_dict(), **({"refused": refused[i]} if i in refused else {})}
+              for i, b in enumerate(batches) if i not in summaries]
+    announcer = Announcer(planned["targets"], planned_config(planned).checkpoint_variable, announce=not failed)
 
     def change(checkpoint: BlobCheckpoint) -> BlobCheckpoint:
+        announced = announcer.marks(checkpoint)
         if kind == BACKFILL:
-            return checkpoint
+            return checkpoint.moved(announced=announced)
         if kind == SCHEDULED and checkpoint.feed not in (None, planned["feed"]):
             log.warning("the checkpoint was reset to another feed (%s) while this run ran: not moving it",
                         checkpoint.feed)
-            return checkpoint
+            return checkpoint.moved(announced=announced)
         stored = checkpoint.watermark
         if resume is not None and kind == SCHEDULED and (stored is None or stored < resume):
             stored = resume  # the windows before it were acknowledged as lost: the run starts there
@@ -236,11 +241,10 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
         elif watermark != checkpoint.watermark:
             retention = {"next_segment": None, "segments_listed_through": None}  # not listed for this watermark
         return checkpoint.moved(watermark=watermark, last_consumable=seen, feed=planned["feed"],
-                                grid_minute=planned["gridMinute"], targets=marks, updated_by=run_id, **retention)
+                                grid_minute=planned["gridMinute"], targets=marks, announced=announced,
+                                updated_by=run_id, **retention)
 
     before, after = store.update(change)
-    failed = [{**b.to_dict(), **({"refused": refused[i]} if i in refused else {})}
-              for i, b in enumerate(batches) if i not in summaries]
     report = {
         "kind": kind,
         "windowsPlanned": planned["windows"],
@@ -256,8 +260,9 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
         "missingShards": [shard for i in sorted(summaries) for shard in summaries[i].get("missingShards", [])],
         "lagHours": ((last_consumable - after.watermark) / HOUR) if after.watermark else None,
         "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),
-        "targetsChanged": blob_changes([summaries[i] for i in sorted(summaries)], planned["targetTables"]["events"],
+        "targetsChanged": blob_changes(announcer.entries, planned["targetTables"]["events"],
                                        planned["targetTables"]["state"]),
+        "announcementsDeferred": announcer.deferred,
     }
     log.info("run summary: %s", json.dumps(report, indent=2))
     fail_if_any_failed(failed, len(batches), report["watermark"], report)

@@ -32,7 +32,7 @@ from typing import Any
 from lakefeed.assets import FULL_REFRESH_MODE, cdf_changes
 from lakefeed.cdf.log import REFRESH_MARKER, cdf_enabled
 from lakefeed.cdf.schedule import pending_ranges, split_range
-from lakefeed.checkpoint import CdfCheckpoint, verify_definition, verify_table
+from lakefeed.checkpoint import CdfCheckpoint, TableMark, verify_definition, verify_table
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline, as_mapping
 from lakefeed.deltalog import DeltaLog, TableState
@@ -41,6 +41,7 @@ from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.storage import Store
 from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
+    Announcer,
     JobOutputs,
     RunContext,
     fail_if_any_failed,
@@ -287,13 +288,16 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
     voided = _rebuilt_since(jobs, summaries, config)
     summaries = {i: s for i, s in summaries.items() if i not in voided}
     refused = outputs.refused
-    report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}, "targetsChanged": []}
+    failed = [job for i, job in enumerate(jobs) if i not in summaries and i not in voided]
+    report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}, "targetsChanged": [],
+                              "announcementsDeferred": 0}
     for name, plan_of in planned["pipelines"].items():
         pipeline = config.pipeline(name)
         mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
         done = {i: summaries[i] for i, _ in mine if i in summaries}
+        announcer = Announcer([pipeline.target_table], pipeline.checkpoint_variable, announce=not failed)
         before, after = stores[name].update(
-            lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id))
+            lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id, announcer.marks(checkpoint)))
         latest = plan_of["latest"]
         report["pipelines"][name] = {
             "kind": plan_of["kind"],
@@ -311,10 +315,9 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
             "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
             "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done.values()), 3),
         }
-        report["targetsChanged"].extend(
-            cdf_changes(name, pipeline.target_table, [done[i] for i in sorted(done)]))
+        report["targetsChanged"].extend(cdf_changes(name, pipeline.target_table, announcer.entries))
+        report["announcementsDeferred"] += announcer.deferred
     log.info("run summary: %s", json.dumps(report, indent=2))
-    failed = [job for i, job in enumerate(jobs) if i not in summaries and i not in voided]
     fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report)
     return report
 
@@ -340,16 +343,18 @@ def _rebuilt_since(jobs: list[dict[str, Any]], summaries: dict[int, dict], confi
 
 
 def _moved(checkpoint: CdfCheckpoint, plan_of: dict[str, Any], mine: list[tuple[int, dict]],
-           done: dict[int, dict], pipeline: CdfPipeline, run_id: str) -> CdfCheckpoint:
-    """The pipeline's checkpoint after this run (pure: may run again after a compare-and-set conflict)."""
+           done: dict[int, dict], pipeline: CdfPipeline, run_id: str,
+           announced: dict[str, TableMark]) -> CdfCheckpoint:
+    """The pipeline's checkpoint after this run (pure: may run again after a compare-and-set conflict),
+    with the ``announced`` marks of its asset events."""
     kind = plan_of["kind"]
     if kind == BACKFILL or (kind == RESET and not done):
-        return checkpoint
+        return checkpoint.moved(announced=announced)
     source_id = next((s["sourceTableId"] for s in done.values() if s.get("sourceTableId")), plan_of["sourceTableId"])
     if kind == SCHEDULED and checkpoint.source_id not in (None, source_id):
         log.warning("pipeline %s: the checkpoint was reset to source table %s while this run ran: not moving it",
                     pipeline.name, checkpoint.source_id)
-        return checkpoint
+        return checkpoint.moved(announced=announced)
     if kind == RESET:
         refreshed = max(s["endingVersion"] for s in done.values())
         position = position_after(RESET, None, [], set(), origin=refreshed + 1)
@@ -362,7 +367,8 @@ def _moved(checkpoint: CdfCheckpoint, plan_of: dict[str, Any], mine: list[tuple[
     marks = current_marks([pipeline.target_table]) if done else checkpoint.targets
     return checkpoint.moved(applied_version=applied, source=pipeline.source_table, source_id=source_id,
                             targets=marks, keys=tuple(pipeline.keys),
-                            columns=tuple(pipeline.columns) if pipeline.columns else None, updated_by=run_id)
+                            columns=tuple(pipeline.columns) if pipeline.columns else None, announced=announced,
+                            updated_by=run_id)
 
 
 # -- what the DAG's tasks call: the plan reads the configuration and checkpoints from their Variables; the

@@ -28,6 +28,7 @@ from lakefeed.assets import crdb_changes
 from lakefeed.checkpoint import CrdbCheckpoint, verify_definition, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CrdbConfig, as_mapping
+from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.sink import RESOLVED, list_sink
 from lakefeed.errors import ConfigError, WindowNotReadyError
@@ -35,6 +36,7 @@ from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.delta import table_location
 from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
+    Announcer,
     JobOutputs,
     RunContext,
     fail_if_any_failed,
@@ -155,6 +157,13 @@ def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
     return arguments
 
 
+def topic_tables(target_root: str) -> list[str]:
+    """The topic tables under ``target_root`` as ``<target_root>/<topic>`` (not the applied-files table)."""
+    root = target_root.rstrip("/")
+    return [f"{root}/{name}" for name in sorted(t.rsplit("/", 1)[1] for t in tables_under(target_root))
+            if name != APPLIED_FILES_TABLE]
+
+
 def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
     """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed.
     Works from the plan's configuration only."""
@@ -167,14 +176,18 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
     kind = planned["kind"]
     spans = [(Hlc.parse(b["after"]) if b["after"] else ORIGIN, Hlc.parse(b["through"])) for b in batches]
     topics = sorted({topic for s in summaries.values() for topic in s.get("topics", {})})
+    failed = [{**b, **({"refused": refused[i]} if i in refused else {})}
+              for i, b in enumerate(batches) if i not in summaries]
+    announcer = Announcer(topic_tables(config.target_root), config.checkpoint_variable, announce=not failed)
 
     def change(checkpoint: CrdbCheckpoint) -> CrdbCheckpoint:
+        announced = announcer.marks(checkpoint)
         if kind == BACKFILL:
-            return checkpoint
+            return checkpoint.moved(announced=announced)
         if kind == SCHEDULED and checkpoint.sink not in (None, planned["sink"]):
             log.warning("the checkpoint was reset to another sink (%s) while this run ran: not moving it",
                         checkpoint.sink)
-            return checkpoint
+            return checkpoint.moved(announced=announced)
         stored = Hlc.parse(checkpoint.resolved) if checkpoint.resolved and kind == SCHEDULED else None
         position = position_after(kind, stored, spans, set(summaries), origin=ORIGIN)
         tables = sorted(set(checkpoint.targets if kind == SCHEDULED else ()) |
@@ -182,11 +195,9 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
         marks = current_marks(tables) if summaries or kind == RESET else checkpoint.targets
         return checkpoint.moved(resolved=None if position in (None, ORIGIN) else str(position),
                                 sink=planned["sink"], targets=marks, target_root=planned["targetRoot"],
-                                updated_by=run_id)
+                                announced=announced, updated_by=run_id)
 
     before, after = store.update(change)
-    failed = [{**b, **({"refused": refused[i]} if i in refused else {})}
-              for i, b in enumerate(batches) if i not in summaries]
     newest = planned["newestResolved"]
     report = {
         "kind": kind,
@@ -202,7 +213,8 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
         "lagSeconds": round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
         if newest and after.resolved else None,
         "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),
-        "targetsChanged": crdb_changes(config.target_root, [summaries[i] for i in sorted(summaries)]),
+        "targetsChanged": crdb_changes(announcer.entries),
+        "announcementsDeferred": announcer.deferred,
     }
     log.info("run summary: %s", json.dumps(report, indent=2))
     fail_if_any_failed(failed, len(batches), report["resolved"], report)

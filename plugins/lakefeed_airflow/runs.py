@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
+from lakefeed.checkpoint import TableMark
 from lakefeed.errors import ConfigError
+from lakefeed.ledger import Announcement, LedgerEntry, unannounced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,36 @@ class JobOutputs:
             else:
                 log.error("the summary of job %d does not describe it (%s); not credited", index, job)
         return found
+
+
+class Announcer:
+    """The asset events of a commit step, from the targets' ledger (:mod:`lakefeed.ledger`).
+
+    Called inside the checkpoint's compare-and-set (:meth:`marks`), so what it reads of the ledger and
+    the ``announced`` marks it records are one consistent step; it keeps what the last attempt found.
+    ``announce`` False (the task will fail, and Airflow drops a failed task's events): the marks stay,
+    and a later commit step announces the entries."""
+
+    def __init__(self, locations: list[str], pipeline_id: str, announce: bool):
+        self.locations, self.pipeline_id, self.announce = locations, pipeline_id, announce
+        self.found: Announcement | None = None
+
+    def marks(self, checkpoint: Any) -> dict[str, TableMark]:
+        """The ``announced`` marks ``checkpoint`` gets: past every entry found when they are announced, else
+        where this step started from (so a target mark the checkpoint moves now is not taken later for an
+        announced one)."""
+        self.found = unannounced(self.locations, self.pipeline_id, checkpoint.announced, checkpoint.targets)
+        return self.found.through if self.announce else self.found.since
+
+    @property
+    def entries(self) -> dict[str, list[LedgerEntry]]:
+        """The entries this commit step announces (none when it will fail)."""
+        return self.found.entries if self.announce and self.found is not None else {}
+
+    @property
+    def deferred(self) -> int:
+        """How many entries found are left for a later commit step to announce."""
+        return 0 if self.announce or self.found is None else sum(map(len, self.found.entries.values()))
 
 
 class BatchesFailed(RuntimeError):

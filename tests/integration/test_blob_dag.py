@@ -14,6 +14,7 @@ import pytest
 from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.timegrid import HOUR, format_time
 from tests.airflow_env import (
+    assert_each_entry_announced_once,
     dags_test,
     dags_test_env,
     job_summaries,
@@ -76,11 +77,13 @@ def test_backfill_first_then_scheduled_runs_no_new_data_growth_and_backfill(spar
     base, config, env = pipeline
     truth = generate_feed(base / "feed", SPEC)
 
-    # 0. A backfill of a middle window before the first scheduled run creates no checkpoint (before this
-    #    fix it created one at the backfill's end, and every window before it was never ingested).
+    # 0. A backfill of a middle window before the first scheduled run sets no watermark (before this fix it
+    #    set one at the backfill's end, and every window before it was never ingested); the checkpoint
+    #    records only that the backfill's commits were announced.
     middle = SPEC.start + HOUR
     dags_test(env, DAG, {"window_start": format_time(middle), "window_end": format_time(middle + HOUR)})
-    assert checkpoint(env, config) is None
+    assert checkpoint(env, config)["watermark"] is None
+    assert set(checkpoint(env, config)["announced"]) == {config["events_table"], config["state_table"]}
     assert xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoint")["checkpointMoved"] is False
 
     # 1. First scheduled run: from the feed's first window, every ready window; then the checkpoint sits at
@@ -143,17 +146,25 @@ def test_bad_input_fails_its_batches_at_once_and_a_fixed_feed_resumes(spark, pip
     # The checkpoint covers exactly the windows before the first failed batch.
     assert checkpoint(env, config)["watermark"] == format_time(bad_segment - HOUR)
 
+    # Batch 0 committed, but the commit task failed: Airflow drops a failed task's asset events.
+    assert report["targetsChanged"] == [] and report["announcementsDeferred"] == 2
+
     chunk.write_bytes(original)
     dags_test(env, DAG)
     assert_matches_truth(spark, config, truth)
     assert checkpoint(env, config)["watermark"] == format_time(spec.last_consumable)
+    # The run that succeeded announced the failed run's commits too, each once, from the targets' ledger.
+    for table in (config["events_table"], config["state_table"]):
+        assert_each_entry_announced_once(env, table, config["checkpoint_variable"])
 
 
 def test_a_transient_failure_is_retried_and_the_run_completes(spark, pipeline):
     base, config, env = pipeline
     truth = generate_feed(base / "feed", FeedSpec(**{**SPEC.__dict__, "seed": 24}))
     events_dir = base / "spark-events"  # missing at first: Spark refuses to start, spark-submit exits 1
-    config = {**config, "spark_conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events_dir}"}}
+    config = {**config, "spark_conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events_dir}",
+                                       "spark.eventLog.compress": "false",
+                                       "spark.sql.shuffle.partitions": "3"}}  # over the jobs' default of 8
     env = {**with_config(env, "lakefeed_blob_config", config), "LAKEFEED_RETRY_DELAY_SECONDS": "8"}
     process = start_dags_test(env, DAG, log=base / "dags-test.log")
     try:
@@ -165,7 +176,11 @@ def test_a_transient_failure_is_retried_and_the_run_completes(spark, pipeline):
         process.kill()
     assert task_tries(env, DAG, last_run_id(env, DAG))["ingest_windows[0]"] == ("success", 2)
     assert_matches_truth(spark, config, truth)
-    assert list(events_dir.iterdir())  # the retry ran with the configured spark_conf
+    # The retry ran with the configured spark_conf, which wins over the jobs' own defaults.
+    lines = [line for path in events_dir.rglob("*") if path.is_file() and not path.name.startswith(".")
+             for line in path.read_text(errors="replace").splitlines()]
+    environment = next(json.loads(line) for line in lines if '"SparkListenerEnvironmentUpdate"' in line)
+    assert environment["Spark Properties"]["spark.sql.shuffle.partitions"] == "3"
 
 
 def test_a_backfill_and_a_scheduled_run_at_once_converge(spark, pipeline):
@@ -199,6 +214,9 @@ def test_a_backfill_and_a_scheduled_run_at_once_converge(spark, pipeline):
         with_tries.update({f"{log} {task}": tries for task, (_, tries) in task_tries(env, DAG, run_id).items()
                            if task.startswith("ingest_windows")})
     assert with_tries and set(with_tries.values()) == {1}, with_tries
+    # Both runs' commits are announced, each by one of the two commit steps.
+    for table in (config["events_table"], config["state_table"]):
+        assert_each_entry_announced_once(env, table, config["checkpoint_variable"])
 
 
 def test_a_dropped_target_stops_the_pipeline_until_a_reset(spark, pipeline):

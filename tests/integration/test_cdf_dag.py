@@ -10,7 +10,16 @@ import shutil
 import pytest
 
 from lakefeed.cdf.simulator import SourceSimulator, create_source, latest_version, live_rows
-from tests.airflow_env import dags_test, dags_test_env, job_summaries, last_run_id, variable, with_config, xcom
+from tests.airflow_env import (
+    assert_each_entry_announced_once,
+    dags_test,
+    dags_test_env,
+    job_summaries,
+    last_run_id,
+    variable,
+    with_config,
+    xcom,
+)
 
 pytestmark = pytest.mark.integration
 DAG = "delta_cdf_to_delta"
@@ -94,6 +103,9 @@ def test_backfill_first_then_runs_growth_replay_and_full_refresh(spark, pipeline
     dags_test(env, DAG, {"pipeline": name, "full_refresh": True})
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
     assert applied(env, name) == first_latest + 3
+    # Every commit that changed the target (the backfill's, the runs', the refresh) announced once.
+    events = assert_each_entry_announced_once(env, target, f"lakefeed_cdf_checkpoint__{name}")
+    assert events[-1]["fullRefresh"] is True and events[-1]["versions"] == [[first_latest + 3] * 2]
 
 
 def test_a_full_refresh_at_an_older_version_resets_the_checkpoint_and_loses_nothing(spark, pipeline):

@@ -10,7 +10,16 @@ import pytest
 
 from lakefeed.crdb.generator import SinkSpec, generate_sink
 from lakefeed.crdb.hlc import Hlc
-from tests.airflow_env import dags_test, dags_test_env, last_run_id, task_tries, variable, with_config, xcom
+from tests.airflow_env import (
+    assert_each_entry_announced_once,
+    dags_test,
+    dags_test_env,
+    last_run_id,
+    task_tries,
+    variable,
+    with_config,
+    xcom,
+)
 from tests.integration.test_crdb_job import assert_matches_truth
 
 pytestmark = pytest.mark.integration
@@ -60,6 +69,8 @@ def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     assert report["kind"] == "backfill" and (report["inserted"], report["updated"], report["deleted"]) == (0, 0, 0)
     assert variable(env, "lakefeed_crdb_checkpoint") == before
     assert_matches_truth(spark, tmp_path / "lake", truth)
+    for topic in ("customers", "orders"):  # each topic table's commits announced once
+        assert_each_entry_announced_once(env, str(tmp_path / "lake" / topic), "lakefeed_crdb_checkpoint")
     # Every summary went through job_summary_root and was removed once its task had read it.
     assert (tmp_path / "driver-summaries" / DAG).is_dir()
     assert [p for p in (tmp_path / "driver-summaries").rglob("*") if p.is_file()] == []

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.messages import FILE_INPUT_SCHEMA, MESSAGE_SCHEMA, decode_arrow_partition
 from lakefeed.crdb.sink import SinkRange, list_sink, listing_floor, plan_range, resolved_value
@@ -52,7 +53,7 @@ from lakefeed.storage import Store
 log = logging.getLogger(__name__)
 
 PIPELINE = "cockroach_changefeed"
-LEDGER = "_lakefeed_applied_files"
+LEDGER = APPLIED_FILES_TABLE
 TARGET_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
 DEFAULT_LATE_FILE_LOOKBACK = timedelta(hours=24)
 

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
 from lakefeed.blob.generator import FeedSpec, generate_feed  # noqa: E402
 from lakefeed.blob.timegrid import parse_time  # noqa: E402
-from lakefeed.checkpoint import BlobCheckpoint  # noqa: E402
+from lakefeed.checkpoint import BlobCheckpoint, TableMark  # noqa: E402
 from lakefeed.config import BlobPipelineConfig  # noqa: E402
 from lakefeed.errors import (  # noqa: E402
     CheckpointMismatchError,
@@ -261,3 +261,64 @@ def test_the_commit_works_from_the_plans_configuration_not_the_variable_as_edite
     summary = {"windows": blob_tasks._windows_of(batch), "eventsTable": edited.events_table,
                "stateTable": config.state_table}
     assert not blob_tasks._belongs(summary, planned["batches"][0], planned["targetTables"])
+
+
+def job_commit(table: str, pipeline_id: str, windows: list[str]) -> None:
+    """A commit as a job makes it: rows, tagged with the pipeline and the windows applied."""
+    from deltalake import CommitProperties, write_deltalake
+
+    tags = json.dumps({"pipelineId": pipeline_id, "pipeline": "blob_changefeed", "windows": windows})
+    write_deltalake(table, pa.table({"id": [1]}), mode="append",
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": tags}))
+
+
+def announced_commits(report) -> dict[str, list[int]]:
+    return {change["table"]: change["extra"]["commits"] for change in report["targetsChanged"]}
+
+
+def test_asset_events_come_from_the_ledger_once_each_whatever_the_runs_did(config, store):
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__5"))
+    pipeline_id, events = config.checkpoint_variable, config.events_table
+    windows = [blob_tasks._windows_of(blob_tasks.Batch.from_dict(b)) for b in planned["batches"]]
+    # Batch 0 committed, but its task was killed before its summary reached XCom; batch 1 was refused.
+    job_commit(events, pipeline_id, windows[0])
+    job_commit(events, "another_pipeline", windows[0])  # not this pipeline's entry
+    job_outputs(planned).refused[1] = "FeedCorruptError: x.avro: bad"
+    with pytest.raises(RuntimeError, match="3 of 3") as failed:
+        blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__5")
+    # The task fails, so Airflow would drop its events: none announced, the entry kept for later.
+    assert failed.value.report["targetsChanged"] == [] and failed.value.report["announcementsDeferred"] == 1
+    table_id = store.load().announced[events].table_id
+    assert store.load().announced == {events: TableMark(table_id, -1)}  # none of its commits announced yet
+
+    # The next run: batch 0 replays (commits nothing) and batch 2 commits, batch 1 fails again. Its task
+    # fails too, though the checkpoint moves over batch 0 and records the tables as they are now.
+    finish(planned, 0, eventsInserted=0)
+    job_commit(events, pipeline_id, windows[2])
+    with pytest.raises(RuntimeError, match="2 of 3") as failed:
+        blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__6")
+    assert failed.value.report["announcementsDeferred"] == 2 and store.load().targets[events].version == 2
+    # Its targets' marks must not pass for announced ones: announcing still stands before version 0.
+    assert store.load().announced == {events: TableMark(table_id, -1)}
+
+    # The retries: every batch has finished; every entry is announced once.
+    for index in (1, 2):
+        finish(planned, index, eventsInserted=0)
+    job_commit(events, pipeline_id, windows[1])
+    report = blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__6 retry")
+    assert announced_commits(report) == {events: [0, 2, 3]} and report["announcementsDeferred"] == 0
+    [change] = report["targetsChanged"]
+    assert change["extra"]["windows"] == sorted(windows[0] + windows[1] + windows[2])
+    assert store.load().announced[events].version == 3
+
+    # The commit step cleared and run again: nothing new in the ledger, nothing announced.
+    assert blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__5 cleared")["targetsChanged"] == []
+
+    # A backfill's commit step announces its own entries (and records that), without moving the watermark.
+    watermark = store.load().watermark
+    backfill = blob_tasks.plan(config, store.load(), {"window_start": "2026-01-01T01:10Z",
+                                                      "window_end": "2026-01-01T02:10Z"}, run("manual__6", "manual"))
+    finish(backfill, 0, eventsInserted=1)
+    job_commit(events, pipeline_id, ["2026-01-01T01:10:00Z"])
+    assert announced_commits(blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7")) == {events: [4]}
+    assert store.load().watermark == watermark and store.load().announced[events].version == 4

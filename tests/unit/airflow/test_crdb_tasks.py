@@ -147,3 +147,16 @@ def test_a_moved_target_root_is_refused_naming_both_and_a_reset_records_the_new(
 
     legacy = CrdbCheckpoint(resolved=sink.resolved[0], targets={f"{config.target_root}/orders": TableMark("t", 1)})
     assert crdb_tasks.recorded_root(legacy) == config.target_root
+
+
+def test_topic_tables_are_the_tables_under_the_root_but_the_applied_files_ledger(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakefeed.crdb import APPLIED_FILES_TABLE
+
+    for name in ("orders", "users", APPLIED_FILES_TABLE):
+        write_deltalake(str(tmp_path / "lake" / name), pa.table({"id": [1]}))
+    (tmp_path / "lake" / "not_a_table").mkdir()
+    root = str(tmp_path / "lake")
+    assert crdb_tasks.topic_tables(root + "/") == [f"{root}/orders", f"{root}/users"]
