@@ -216,7 +216,16 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
     segment_marks = planned.get("segmentMarks") or {}
     failed = [{**b.to_dict(), **({"refused": refused[i]} if i in refused else {})}
               for i, b in enumerate(batches) if i not in summaries]
-    announcer = Announcer(planned["targets"], planned_config(planned).checkpoint_variable, announce=not failed)
+    events, state = planned["targetTables"]["events"], planned["targetTables"]["state"]
+    reported = {}
+    for summary in summaries.values():
+        if summary.get("eventsInserted") and summary.get("eventsTableVersion") is not None:
+            reported[(events, summary["eventsTableVersion"])] = (summary["eventsInserted"], 0, 0)
+        if (summary.get("stateInserted") or summary.get("stateUpdated")) and summary.get("stateTableVersion") is not None:
+            reported[(state, summary["stateTableVersion"])] = (summary.get("stateInserted", 0),
+                                                               summary.get("stateUpdated", 0), 0)
+    announcer = Announcer(planned["targets"], planned_config(planned).checkpoint_variable, announce=not failed,
+                          reported=reported)
 
     def change(checkpoint: BlobCheckpoint) -> BlobCheckpoint:
         announced = announcer.marks(checkpoint)
@@ -260,8 +269,7 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
         "missingShards": [shard for i in sorted(summaries) for shard in summaries[i].get("missingShards", [])],
         "lagHours": ((last_consumable - after.watermark) / HOUR) if after.watermark else None,
         "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),
-        "targetsChanged": blob_changes(announcer.entries, planned["targetTables"]["events"],
-                                       planned["targetTables"]["state"]),
+        "targetsChanged": blob_changes(announcer.entries, events, state),
         "announcementsDeferred": announcer.deferred,
     }
     log.info("run summary: %s", json.dumps(report, indent=2))

@@ -295,7 +295,12 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
         pipeline = config.pipeline(name)
         mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
         done = {i: summaries[i] for i, _ in mine if i in summaries}
-        announcer = Announcer([pipeline.target_table], pipeline.checkpoint_variable, announce=not failed)
+        reported = {(pipeline.target_table, s["targetVersion"]): (s.get("inserted", 0), s.get("updated", 0),
+                                                                  s.get("deleted", 0))
+                    for s in done.values() if (s.get("committed") or s.get("mode") == FULL_REFRESH)
+                    and s.get("targetVersion") is not None}
+        announcer = Announcer([pipeline.target_table], pipeline.checkpoint_variable, announce=not failed,
+                              reported=reported)
         before, after = stores[name].update(
             lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id, announcer.marks(checkpoint)))
         latest = plan_of["latest"]

@@ -178,7 +178,14 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
     topics = sorted({topic for s in summaries.values() for topic in s.get("topics", {})})
     failed = [{**b, **({"refused": refused[i]} if i in refused else {})}
               for i, b in enumerate(batches) if i not in summaries]
-    announcer = Announcer(topic_tables(config.target_root), config.checkpoint_variable, announce=not failed)
+    root = config.target_root.rstrip("/")
+    reported = {(f"{root}/{topic}", figures["targetVersion"]): (figures.get("inserted", 0), figures.get("updated", 0),
+                                                                figures.get("deleted", 0))
+                for s in summaries.values() for topic, figures in s.get("topics", {}).items()
+                if figures.get("targetVersion") is not None  # the job committed (as it counts commitsMade)
+                and figures.get("keysChanged", 0) > figures.get("staleSkipped", 0)}
+    announcer = Announcer(topic_tables(config.target_root), config.checkpoint_variable, announce=not failed,
+                          reported=reported)
 
     def change(checkpoint: CrdbCheckpoint) -> CrdbCheckpoint:
         announced = announcer.marks(checkpoint)

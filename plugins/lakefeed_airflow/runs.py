@@ -12,7 +12,7 @@ describes that job (its range, and the tables the plan named).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable
 
@@ -114,8 +114,13 @@ class Announcer:
     ``announce`` False (the task will fail, and Airflow drops a failed task's events): the marks stay,
     and a later commit step announces the entries."""
 
-    def __init__(self, locations: list[str], pipeline_id: str, announce: bool):
+    def __init__(self, locations: list[str], pipeline_id: str, announce: bool,
+                 reported: dict[tuple[str, int], tuple[int, int, int]] | None = None):
+        """``reported``: the rows inserted, updated and deleted that the run's jobs reported for their
+        commits, by ``(table, version)``, as readers of the tombstoned targets count them; an entry whose
+        job never reported (its task was killed, its run failed) keeps Delta's commit metrics."""
         self.locations, self.pipeline_id, self.announce = locations, pipeline_id, announce
+        self.reported = reported or {}
         self.found: Announcement | None = None
 
     def marks(self, checkpoint: Any) -> dict[str, TableMark]:
@@ -127,8 +132,17 @@ class Announcer:
 
     @property
     def entries(self) -> dict[str, list[LedgerEntry]]:
-        """The entries this commit step announces (none when it will fail)."""
-        return self.found.entries if self.announce and self.found is not None else {}
+        """The entries this commit step announces (none when it will fail), with the counts their jobs
+        reported where they did."""
+        if not self.announce or self.found is None:
+            return {}
+        return {table: [self._counted(entry) for entry in entries] for table, entries in self.found.entries.items()}
+
+    def _counted(self, entry: LedgerEntry) -> LedgerEntry:
+        counts = self.reported.get((entry.table, entry.version))
+        if counts is None:
+            return entry
+        return replace(entry, inserted=counts[0], updated=counts[1], deleted=counts[2])
 
     @property
     def deferred(self) -> int:

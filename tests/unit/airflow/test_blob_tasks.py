@@ -318,7 +318,8 @@ def test_asset_events_come_from_the_ledger_once_each_whatever_the_runs_did(confi
     watermark = store.load().watermark
     backfill = blob_tasks.plan(config, store.load(), {"window_start": "2026-01-01T01:10Z",
                                                       "window_end": "2026-01-01T02:10Z"}, run("manual__6", "manual"))
-    finish(backfill, 0, eventsInserted=1)
+    finish(backfill, 0, eventsInserted=7, eventsTableVersion=4)  # its job reported its commit's rows
     job_commit(events, pipeline_id, ["2026-01-01T01:10:00Z"])
-    assert announced_commits(blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7")) == {events: [4]}
+    report = blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7")
+    assert announced_commits(report) == {events: [4]} and report["targetsChanged"][0]["extra"]["rowsInserted"] == 7
     assert store.load().watermark == watermark and store.load().announced[events].version == 4
