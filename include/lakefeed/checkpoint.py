@@ -116,6 +116,12 @@ class _Moves:
     updated_by: str | None
     announced: dict[str, TableMark]
 
+    def same_position(self, other: "_Moves") -> bool:
+        """Both say the same of the pipeline's progress and targets (``announced`` and the write count aside)."""
+        def position(checkpoint: Any) -> Any:
+            return replace(checkpoint, announced={}, generation=0, updated_by=None)
+        return position(self) == position(other)
+
     def moved(self, **changes: Any):
         """This checkpoint with ``changes`` and the next generation (itself when nothing differs)."""
         updated_by = changes.pop("updated_by", self.updated_by)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakefeed.checkpoint import TableMark
-from lakefeed.deltalog import DeltaLog, changes_rows
+from lakefeed.deltalog import LOG_DIR, DeltaLog, changes_rows
 from lakefeed.errors import ChangeDataError
 from lakefeed.storage import Store
 from lakefeed.targets import PIPELINE_ID, user_metadata
@@ -61,55 +61,61 @@ def row_counts(commit_info: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def entries_after(location: str, pipeline_id: str, mark: TableMark | None) -> tuple[list[LedgerEntry], TableMark | None]:
-    """The ledger entries of ``pipeline_id`` on the table at ``location`` after ``mark`` (all of them when
-    ``mark`` is None or names another table: the table was dropped and recreated; a REPLACE gives the table a
-    new id too, but its log goes on from the mark), and the table's mark now (None when there is no table).
-    Commits removed by log cleanup cannot be read; they are skipped with a warning."""
+def entries_after(location: str, pipeline_id: str,
+                  mark: TableMark | None) -> tuple[list[LedgerEntry], TableMark | None, TableMark | None]:
+    """The ledger entries of ``pipeline_id`` on the table at ``location`` after ``mark``; the table's mark
+    now; and the mark they follow: ``mark`` itself when it is placed in this table's log (the same table,
+    or one a REPLACE after the mark gave a new id: its log goes on), else ``(id now, -1)``, every entry (no
+    mark, or the table was dropped and recreated). ``([], None, None)`` when there is no table. Commits
+    removed by log cleanup cannot be read; they are skipped with a warning. A commit that is there but
+    unreadable, or a storage error, raises: nothing may pass for announced that was not read."""
     delta_log = DeltaLog(Store(location))
     versions = delta_log.commit_versions()
-    if not versions:
-        return [], None
-    table_id = delta_log.table_id()
-    now = TableMark(table_id, versions[-1]) if table_id else None
-    read: dict[int, list[dict]] = {}
-
-    def actions(version: int) -> list[dict]:
-        if version not in read:
-            try:
-                read[version] = delta_log.actions(version)
-            except ChangeDataError as exc:  # removed between the listing and the read
-                log.warning("%s: %s", location, exc)
-                read[version] = []
-        return read[version]
-
-    after = -1
+    table_id = delta_log.table_id() if versions else None
+    if not versions or not table_id:
+        return [], None, None
+    now = TableMark(table_id, versions[-1])
+    start = TableMark(table_id, -1)
     if mark is not None and mark.version <= versions[-1] and (
             mark.table_id == table_id or _id_at(delta_log, mark.version) == mark.table_id):
-        after = mark.version  # the same table, or one a REPLACE after the mark gave a new id: its log goes on
-    pending = [v for v in versions if v > after]
-    if pending and pending[0] > after + 1 and after + 1 < versions[0]:
+        start = mark
+    pending = [v for v in versions if v > start.version]
+    if pending and pending[0] > start.version + 1 and start.version + 1 < versions[0]:
         log.warning("%s: versions %d..%d were removed by log cleanup before they were announced", location,
-                    after + 1, versions[0] - 1)
+                    start.version + 1, versions[0] - 1)
     entries = []
     for version in pending:
-        actions_of = actions(version)
-        if not actions_of:
+        actions = _actions(delta_log, version)
+        if not actions or not changes_rows(actions):
             continue
-        if not changes_rows(actions_of):
-            continue
-        info = next((action["commitInfo"] for action in actions_of if "commitInfo" in action), {})
+        info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
         tags = user_metadata(info)
         if tags.get(PIPELINE_ID) != pipeline_id:
             continue
         entries.append(LedgerEntry(location, version, str(info.get("operation") or ""), tags, **row_counts(info)))
-    return entries, now
+    return entries, now, start
+
+
+def _actions(delta_log: DeltaLog, version: int) -> list[dict]:
+    """A commit's actions; [] when log cleanup removed it after the listing."""
+    try:
+        return delta_log.actions(version)
+    except ChangeDataError:
+        if delta_log.store.exists(f"{LOG_DIR}/{version:020d}.json"):
+            raise  # there, but malformed
+        log.warning("%s: version %d was removed by log cleanup before it was read", delta_log.root, version)
+        return []
 
 
 def _id_at(delta_log: DeltaLog, version: int) -> str | None:
+    """The table id as of ``version``; None when the log no longer holds that version (cleaned up)."""
+    from deltalake.exceptions import DeltaError
+
     try:
         return delta_log.table_id(version)
-    except Exception as exc:  # noqa: BLE001 - an unreadable old version: the mark cannot be placed in this log
+    except (ChangeDataError, DeltaError) as exc:
+        if isinstance(exc, ChangeDataError) and delta_log.store.exists(f"{LOG_DIR}/{version:020d}.json"):
+            raise
         log.warning("%s: the table id as of version %d cannot be read (%s)", delta_log.root, version, exc)
         return None
 
@@ -133,12 +139,11 @@ def unannounced(locations: list[str], pipeline_id: str, announced: dict[str, Tab
     made it)."""
     entries, since, through = {}, dict(announced), dict(announced)
     for location in sorted(set(locations)):
-        found, now = entries_after(location, pipeline_id, announced.get(location) or fallback.get(location))
-        if now is None:
+        found, now, start = entries_after(location, pipeline_id, announced.get(location) or fallback.get(location))
+        if now is None or start is None:
             continue
         through[location] = now
-        # Announced so far: up to just before the first entry found (-1: none of this table's commits).
-        since[location] = TableMark(now.table_id, found[0].version - 1) if found else now
+        since[location] = start if found else now  # announced so far
         if found:
             entries[location] = found
     return Announcement(entries, since, through)

@@ -76,7 +76,9 @@ def blob_row(base: dict[str, Any], report: dict[str, Any] | None) -> RunRow:
     events inserted and state rows inserted/updated."""
     if not report:
         return RunRow(**base)
-    windows = sorted({w for change in report.get("targetsChanged", []) for w in change["extra"].get("windows", [])})
+    windows = report.get("windowsApplied")  # reports written before it: the windows of the changes announced
+    if windows is None:
+        windows = sorted({w for change in report.get("targetsChanged", []) for w in change["extra"].get("windows", [])})
     batches = report.get("batches")
     applied = _span(windows) or (f"{report.get('windowsPlanned', 0)} window(s) in {batches} batch(es)"
                                  if batches is not None else None)

@@ -21,14 +21,18 @@ DELTA_EXTENSIONS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+# What the jobs' results depend on: always set, whatever spark-submit was given.
+SESSION_REQUIRED = {
+    "spark.sql.session.timeZone": "UTC",  # windows, HLC walls and commit timestamps are read as UTC
+    "spark.databricks.delta.schema.autoMerge.enabled": "false",  # schema changes are the jobs' own, checked ones
+}
+# Tuning for small clusters: defaults, which a pipeline's spark_conf (or spark-defaults.conf) overrides.
 SESSION_DEFAULTS = {
-    "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.adaptive.enabled": "true",
     "spark.ui.showConsoleProgress": "false",
     # Decoded records flow to the JVM in Arrow batches; keep them moderate.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "8192",
-    "spark.databricks.delta.schema.autoMerge.enabled": "false",
     # MERGE would otherwise shuffle its inserts by the partition columns first, so one
     # task writes a whole date partition of the events table on a single core.
     "spark.databricks.delta.merge.repartitionBeforeWrite.enabled": "false",
@@ -64,7 +68,8 @@ def get_session(app_name: str, master: str | None = None, extra: dict[str, str] 
 
     from lakefeed.azure import REDACTION_REGEX, executor_env_settings
 
-    settings = {**jar_settings(), **DELTA_EXTENSIONS, **SESSION_DEFAULTS, "spark.redaction.regex": REDACTION_REGEX}
+    settings = {**jar_settings(), **DELTA_EXTENSIONS, **SESSION_REQUIRED, **SESSION_DEFAULTS,
+                "spark.redaction.regex": REDACTION_REGEX}
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (it hands the driver a gateway port) the master comes
     # from spark-submit's --master; only a plain `python job.py` picks one here.

@@ -291,40 +291,61 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
     failed = [job for i, job in enumerate(jobs) if i not in summaries and i not in voided]
     report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}, "targetsChanged": [],
                               "announcementsDeferred": 0}
-    for name, plan_of in planned["pipelines"].items():
-        pipeline = config.pipeline(name)
-        mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
-        done = {i: summaries[i] for i, _ in mine if i in summaries}
-        reported = {(pipeline.target_table, s["targetVersion"]): (s.get("inserted", 0), s.get("updated", 0),
-                                                                  s.get("deleted", 0))
-                    for s in done.values() if (s.get("committed") or s.get("mode") == FULL_REFRESH)
-                    and s.get("targetVersion") is not None}
-        announcer = Announcer([pipeline.target_table], pipeline.checkpoint_variable, announce=not failed,
-                              reported=reported)
-        before, after = stores[name].update(
-            lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id, announcer.marks(checkpoint)))
-        latest = plan_of["latest"]
-        report["pipelines"][name] = {
-            "kind": plan_of["kind"],
-            "jobs": len(mine),
-            "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
-                           for i, job in mine if i not in summaries and i not in voided],
-            "jobsVoided": [{**job, "rebuiltAt": voided[i]} for i, job in mine if i in voided],
-            "versions": [[job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine],
-            **{key: sum(s.get(key, 0) for s in done.values()) for key in SUMMED},
-            "appliedBefore": before.applied_version,
-            "appliedVersion": after.applied_version,
-            "checkpointReset": ({"from": before.applied_version, "to": after.applied_version}
-                                if plan_of["kind"] == RESET and after != before else None),
-            "latestVersion": latest,
-            "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
-            "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done.values()), 3),
-        }
-        report["targetsChanged"].extend(cdf_changes(name, pipeline.target_table, announcer.entries))
-        report["announcementsDeferred"] += announcer.deferred
+    announced: list[tuple[str, Announcer, CdfCheckpoint]] = []  # pipelines whose announced marks moved
+    try:
+        for name, plan_of in planned["pipelines"].items():
+            pipeline = config.pipeline(name)
+            mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
+            done = {i: summaries[i] for i, _ in mine if i in summaries}
+            reported = {(pipeline.target_table, s["targetVersion"]): (s.get("inserted", 0), s.get("updated", 0),
+                                                                      s.get("deleted", 0))
+                        for s in done.values() if (s.get("committed") or s.get("mode") == FULL_REFRESH)
+                        and s.get("targetVersion") is not None}
+            announcer = Announcer([pipeline.target_table], pipeline.checkpoint_variable, announce=not failed,
+                                  reported=reported)
+            before, after = stores[name].update(
+                lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id, announcer.marks(checkpoint)))
+            if after.announced != before.announced:
+                announced.append((name, announcer, after))
+            latest = plan_of["latest"]
+            report["pipelines"][name] = {
+                "kind": plan_of["kind"],
+                "jobs": len(mine),
+                "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
+                               for i, job in mine if i not in summaries and i not in voided],
+                "jobsVoided": [{**job, "rebuiltAt": voided[i]} for i, job in mine if i in voided],
+                "versions": [[job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine],
+                **{key: sum(s.get(key, 0) for s in done.values()) for key in SUMMED},
+                "appliedBefore": before.applied_version,
+                "appliedVersion": after.applied_version,
+                "checkpointReset": ({"from": before.applied_version, "to": after.applied_version}
+                                    if plan_of["kind"] == RESET and not after.same_position(before) else None),
+                "latestVersion": latest,
+                "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
+                "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done.values()), 3),
+            }
+            report["targetsChanged"].extend(cdf_changes(name, pipeline.target_table, announcer.entries))
+            report["announcementsDeferred"] += announcer.deferred
+    except Exception:
+        # The task fails, so Airflow drops its events: the pipelines already written must not count theirs
+        # as announced (a later commit step announces them).
+        for name, announcer, written in announced:
+            _unannounce(stores[name], announcer, written)
+        raise
     log.info("run summary: %s", json.dumps(report, indent=2))
     fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report)
     return report
+
+
+def _unannounce(store: CheckpointStore, announcer: Announcer, written: CdfCheckpoint) -> None:
+    """Put the announced marks this commit step wrote back to where they stood, if nothing moved them since."""
+    since = announcer.found.since if announcer.found is not None else written.announced
+    try:
+        store.update(lambda checkpoint: checkpoint.moved(announced=since)
+                     if checkpoint.announced == written.announced else checkpoint)
+    except Exception:  # noqa: BLE001 - the original error is the one to raise; this one is logged
+        log.exception("%s: could not take back the announced marks of this failed commit step; the events of "
+                      "its entries are lost", store.where)
 
 
 def _rebuilt_since(jobs: list[dict[str, Any]], summaries: dict[int, dict], config: CdfConfig) -> dict[int, int]:

@@ -185,7 +185,8 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
                 if figures.get("targetVersion") is not None  # the job committed (as it counts commitsMade)
                 and figures.get("keysChanged", 0) > figures.get("staleSkipped", 0)}
     announcer = Announcer(topic_tables(config.target_root), config.checkpoint_variable, announce=not failed,
-                          reported=reported)
+                          reported=reported,  # the checkpoint's targets: <target_root as configured>/<topic>
+                          table_key=lambda location: f"{root}/{location.rstrip('/').rsplit('/', 1)[-1]}")
 
     def change(checkpoint: CrdbCheckpoint) -> CrdbCheckpoint:
         announced = announcer.marks(checkpoint)
@@ -216,7 +217,7 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
         "resolvedBefore": before.resolved,
         "resolved": after.resolved,
         "newestResolved": newest,
-        "checkpointMoved": after != before,
+        "checkpointMoved": not after.same_position(before),
         "lagSeconds": round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
         if newest and after.resolved else None,
         "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),

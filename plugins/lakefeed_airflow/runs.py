@@ -115,19 +115,23 @@ class Announcer:
     and a later commit step announces the entries."""
 
     def __init__(self, locations: list[str], pipeline_id: str, announce: bool,
-                 reported: dict[tuple[str, int], tuple[int, int, int]] | None = None):
+                 reported: dict[tuple[str, int], tuple[int, int, int]] | None = None,
+                 table_key: Callable[[str], str] = str):
         """``reported``: the rows inserted, updated and deleted that the run's jobs reported for their
         commits, by ``(table, version)``, as readers of the tombstoned targets count them; an entry whose
-        job never reported (its task was killed, its run failed) keeps Delta's commit metrics."""
+        job never reported (its task was killed, its run failed) keeps Delta's commit metrics.
+        ``table_key``: a location of the checkpoint's ``targets`` as ``locations`` name it."""
         self.locations, self.pipeline_id, self.announce = locations, pipeline_id, announce
         self.reported = reported or {}
+        self.table_key = table_key
         self.found: Announcement | None = None
 
     def marks(self, checkpoint: Any) -> dict[str, TableMark]:
         """The ``announced`` marks ``checkpoint`` gets: past every entry found when they are announced, else
         where this step started from (so a target mark the checkpoint moves now is not taken later for an
         announced one)."""
-        self.found = unannounced(self.locations, self.pipeline_id, checkpoint.announced, checkpoint.targets)
+        fallback = {self.table_key(location): mark for location, mark in checkpoint.targets.items()}
+        self.found = unannounced(self.locations, self.pipeline_id, checkpoint.announced, fallback)
         return self.found.through if self.announce else self.found.since
 
     @property

@@ -29,12 +29,12 @@ def spark_table(tmp_path) -> str:
 
 def test_entries_are_the_pipelines_commits_that_changed_rows_with_their_row_counts(tmp_path):
     location = spark_table(tmp_path)
-    entries, now = entries_after(location, "cp_orders", None)
+    entries, now, start = entries_after(location, "cp_orders", None)
     assert [(e.version, e.operation, e.inserted, e.updated, e.deleted) for e in entries] == [
         (1, "MERGE", 5, 0, 0), (3, "MERGE", 2, 1, 1), (6, "CREATE OR REPLACE TABLE AS SELECT", 4, 0, 0)]
     assert entries[1].tags["startingVersion"] == 4 and entries[2].tags["fullRefreshVersion"] == 6
-    assert now == TableMark(DeltaLog(Store(location)).table_id(), 6)
-    [other], _ = entries_after(location, "cp_other", None)
+    assert now == TableMark(DeltaLog(Store(location)).table_id(), 6) and start == TableMark(now.table_id, -1)
+    [other], _, _ = entries_after(location, "cp_other", None)
     assert other.version == 5 and other.inserted == 1
 
 
@@ -49,8 +49,9 @@ def test_only_entries_after_the_mark_of_the_same_table(tmp_path):
     before_refresh = json.loads((Path(location) / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[1])
     old_id = before_refresh["metaData"]["id"]
     assert old_id != table_id
-    assert [e.version for e in entries_after(location, "cp_orders", TableMark(old_id, 3))[0]] == [6]
-    assert entries_after(str(tmp_path / "missing"), "cp_orders", None) == ([], None)
+    found, _, start = entries_after(location, "cp_orders", TableMark(old_id, 3))
+    assert [e.version for e in found] == [6] and start == TableMark(old_id, 3)  # the mark, as placed
+    assert entries_after(str(tmp_path / "missing"), "cp_orders", None) == ([], None, None)
 
 
 def test_unannounced_starts_after_the_checkpoints_target_mark_when_nothing_was_announced(tmp_path):
@@ -58,7 +59,7 @@ def test_unannounced_starts_after_the_checkpoints_target_mark_when_nothing_was_a
     table_id = DeltaLog(Store(location)).table_id()
     found = unannounced([location], "cp_orders", announced={}, fallback={location: TableMark(table_id, 1)})
     assert [e.version for e in found.entries[location]] == [3, 6]
-    assert found.since == {location: TableMark(table_id, 2)} and found.through == {location: TableMark(table_id, 6)}
+    assert found.since == {location: TableMark(table_id, 1)} and found.through == {location: TableMark(table_id, 6)}
     again = unannounced([location], "cp_orders", announced=found.through, fallback={})
     assert again.entries == {} and again.through == found.through
 
@@ -77,5 +78,16 @@ def test_another_writers_tags_are_read_as_written(tmp_path):
     write_deltalake(location, pa.table({"id": [1, 2]}),
                     commit_properties=CommitProperties(custom_metadata={"userMetadata": '{"pipelineId": "cp_rs"}'}))
     write_deltalake(location, pa.table({"id": [3]}), mode="append")
-    entries, now = entries_after(location, "cp_rs", None)
+    entries, now, _ = entries_after(location, "cp_rs", None)
     assert [e.version for e in entries] == [0] and now is not None and now.version == 1
+
+
+def test_a_malformed_commit_is_an_error_not_an_entry_skipped(tmp_path):
+    import pytest
+
+    from lakefeed.errors import ChangeDataError
+
+    location = spark_table(tmp_path)
+    (Path(location) / "_delta_log" / f"{3:020d}.json").write_text("{not json")
+    with pytest.raises(ChangeDataError, match="00000000000000000003.json"):
+        entries_after(location, "cp_orders", None)

@@ -25,6 +25,9 @@ def test_blob_rows_carry_the_summary_figures():
         (611, 298, 3, 2, 487, 4, 0)
     assert row.applied == "2026-01-01T00:10:00Z … 2026-01-01T01:10:00Z (2)"
     assert row.throughput == 30.6 and row.lag == 0.0 and row.kind == "scheduled"
+    # The run's own windows, not those of the ledger entries it announced (a failed run's too).
+    row = blob_row(BASE, {**report, "windowsApplied": ["2026-01-01T01:10:00Z"]})
+    assert row.applied == "2026-01-01T01:10:00Z"
 
 
 def test_a_failed_blob_run_lists_its_failed_batches_and_applied_nothing():

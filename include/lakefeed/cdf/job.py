@@ -314,14 +314,15 @@ def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str],
     view = f"lakefeed_full_refresh_{uuid.uuid4().hex}"
     rows.createOrReplaceTempView(view)
     try:
-        tagged_write(spark, target, {"pipeline": PIPELINE, "source": source, REFRESH_MARKER: version},
-                     lambda: spark.sql(f"CREATE OR REPLACE TABLE delta.`{target.replace('`', '``')}` USING DELTA "
-                                       f"TBLPROPERTIES ({settings}) AS SELECT * FROM {view}"))
+        refreshed = tagged_write(
+            spark, target, {"pipeline": PIPELINE, "source": source, REFRESH_MARKER: version},
+            lambda: spark.sql(f"CREATE OR REPLACE TABLE delta.`{target.replace('`', '``')}` USING DELTA "
+                              f"TBLPROPERTIES ({settings}) AS SELECT * FROM {view}"))
     finally:
         spark.catalog.dropTempView(view)
     summary = CdfSummary(source=source, target=target, startingVersion=version, endingVersion=version,
                          latestVersion=latest, mode="full-refresh", lagVersions=latest - version,
                          sourceTableId=source_log.table_id())
     summary.inserted = spark.read.format("delta").load(target).count()
-    summary.targetVersion = table_version(spark, target)
+    summary.targetVersion = refreshed["version"] if refreshed else table_version(spark, target)  # the REPLACE's
     return summary

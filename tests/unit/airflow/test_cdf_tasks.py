@@ -305,3 +305,30 @@ def test_versions_cleaned_from_the_log_are_refused_for_ranges_and_backfill_inter
                    datetime(2020, 1, 1, 1, tzinfo=timezone.utc))
     with pytest.raises(DataLossError, match="versions 0..1 .* are no longer in its log"):  # before: nothing, green
         cdf_tasks.plan(config, checkpoints(store), {}, interval)
+
+
+def test_a_commit_step_that_fails_after_announcing_one_pipeline_takes_its_marks_back(config, store, tmp_path):
+    """Two pipelines: the first's checkpoint (and announced marks) is written, then the second's update
+    fails, so the task fails and Airflow drops the first's events too: its marks must go back."""
+    two = CdfConfig(pipelines=[*config.pipelines, CdfPipeline(name="b", source_table=config.pipelines[0].source_table,
+                                                               target_table=str(tmp_path / "b"), keys=["id"])],
+                    run_dir=config.run_dir)
+    other = file_store(tmp_path / "cp", CdfCheckpoint, "b")
+    planned = cdf_tasks.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
+    for index, job in enumerate(planned["jobs"]):
+        finish(planned, index)
+    target_commit(config, pipelineId="lakefeed_cdf_checkpoint__orders", startingVersion=0, endingVersion=2)
+
+    def broken(change):
+        raise OSError("the Variable could not be written")
+
+    other.update = broken
+    with pytest.raises(OSError):
+        cdf_tasks.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r")
+    assert store.load().applied_version == 7  # its progress stands ...
+    [(location, mark)] = store.load().announced.items()
+    assert location == config.pipelines[0].target_table and mark.version == -1  # ... its announcement does not
+
+    del other.update
+    report = cdf_tasks.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r retry")
+    assert [c["extra"]["commits"] for c in report["targetsChanged"]] == [[0]]
