@@ -40,7 +40,7 @@ for run in range(runs):
         mine = [(i, {"mode": "changes", "start": s, "end": s + 1}) for i, s in enumerate(range(0, 40, 2))]
         done = {i: {} for i, _ in mine[: 2 * run + int(kind[-1])]}
         plan = {"kind": "scheduled", "origin": 0, "sourceTableId": "s-1"}
-    before, after = store.update(lambda cp: _moved(cp, plan, mine, done, pipeline, f"{kind}-{run}"))
+    before, after = store.update(lambda cp: _moved(cp, plan, mine, done, pipeline, f"{kind}-{run}", cp.announced))
     if after != before:
         writes.append([before.applied_version, after.applied_version, after.generation])
 print(json.dumps(writes))
