@@ -181,8 +181,8 @@ def main() -> int:
 Where to look
   targets      {shown}/lake/blob_events, {shown}/lake/blob_state, {shown}/cdf/target, {shown}/lake/crdb/<topic>
                (Delta with deletion vectors: read them with Spark or another reader that supports them)
-  summaries    each run's summary is the XCom of its commit task; the job summaries are under
-               {shown}/runs, {shown}/cdf_runs, {shown}/crdb_runs; full DAG logs in {shown}/logs
+  summaries    each run's summary is the XCom of its commit task, each job's the XCom of its spark-submit
+               task; the asset events name the commits announced; full DAG logs in {shown}/logs
   the UI       make ui, then http://localhost:8080 (user admin; password in
                .airflow/simple_auth_manager_passwords.json.generated): Browse → Lakefeed pipelines
 demo finished in {time.perf_counter() - started:.0f}s""")
