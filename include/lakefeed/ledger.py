@@ -100,10 +100,8 @@ def _actions(delta_log: DeltaLog, version: int) -> list[dict]:
     """A commit's actions; [] when log cleanup removed it after the listing."""
     try:
         return delta_log.actions(version)
-    except ChangeDataError:
-        if delta_log.store.exists(f"{LOG_DIR}/{version:020d}.json"):
-            raise  # there, but malformed
-        log.warning("%s: version %d was removed by log cleanup before it was read", delta_log.root, version)
+    except ChangeDataError as exc:
+        _cleaned_up(delta_log, version, exc)
         return []
 
 
@@ -114,10 +112,16 @@ def _id_at(delta_log: DeltaLog, version: int) -> str | None:
     try:
         return delta_log.table_id(version)
     except (ChangeDataError, DeltaError) as exc:
-        if isinstance(exc, ChangeDataError) and delta_log.store.exists(f"{LOG_DIR}/{version:020d}.json"):
-            raise
-        log.warning("%s: the table id as of version %d cannot be read (%s)", delta_log.root, version, exc)
+        _cleaned_up(delta_log, version, exc)
         return None
+
+
+def _cleaned_up(delta_log: DeltaLog, version: int, error: Exception) -> None:
+    """Log that ``version`` could not be read because log cleanup removed it; re-raise ``error`` when the
+    commit is still there (malformed, or unreadable for another reason)."""
+    if isinstance(error, ChangeDataError) and delta_log.store.exists(f"{LOG_DIR}/{version:020d}.json"):
+        raise error
+    log.warning("%s: version %d cannot be read (removed by log cleanup?): %s", delta_log.root, version, error)
 
 
 @dataclass(frozen=True)
