@@ -117,10 +117,22 @@ def job_summaries(env: dict[str, str], dag_id: str) -> list[dict]:
 
 
 def asset_events(env: dict[str, str], uri: str) -> list[dict]:
-    """The ``extra`` of every asset event Airflow recorded for the asset ``uri``, oldest first."""
-    with _metadata(env) as db:
-        rows = db.execute("SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
-                          "WHERE asset.uri = ? ORDER BY asset_event.id", (uri,)).fetchall()
+    """The ``extra`` of every asset event Airflow recorded for the asset ``uri``, oldest first (from the
+    SQLite database of ``airflow dags test``, or the database ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`` names)."""
+    query = ("SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
+             "WHERE asset.uri = {} ORDER BY asset_event.id")
+    if env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"):
+        import sqlalchemy
+
+        engine = sqlalchemy.create_engine(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+        try:
+            with engine.connect() as connection:
+                rows = connection.execute(sqlalchemy.text(query.format(":uri")), {"uri": uri}).fetchall()
+        finally:
+            engine.dispose()
+    else:
+        with _metadata(env) as db:
+            rows = db.execute(query.format("?"), (uri,)).fetchall()
     return [json.loads(extra) if isinstance(extra, str) else extra for (extra,) in rows]
 
 
@@ -131,8 +143,9 @@ def assert_each_entry_announced_once(env: dict[str, str], table: str, pipeline_i
     from lakefeed.ledger import entries_after
 
     events = asset_events(env, table_uri(table))
-    announced = [version for extra in events for version in extra.get("commits", [])]
-    entries = [entry.version for entry in entries_after(table, pipeline_id, None)[0]]
+    announced = sorted((version, commit_id) for extra in events
+                       for version, commit_id in zip(extra.get("commits", []), extra.get("commitIds", [])))
+    entries = [(entry.version, entry.commit_id) for entry in entries_after(table, pipeline_id, None)[0]]
     assert entries, f"{table} has no ledger entry of {pipeline_id}"
-    assert sorted(announced) == entries, (announced, entries)
+    assert announced == entries, (announced, entries)
     return events

@@ -17,13 +17,14 @@ class FileCell:
         return self.path.read_text() if self.path.exists() else None
 
     def set(self, text: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(f".{os.getpid()}.partial")
         partial.write_text(text)
         partial.replace(self.path)
 
 
 def file_store(folder: Path, kind, name: str = "cp") -> CheckpointStore:
-    return CheckpointStore(FileCell(Path(folder) / f"{name}.json", name), kind, Path(folder) / "locks")
+    return CheckpointStore(FileCell(Path(folder) / f"{name}.json", name), kind)
 
 
 def job_outputs(planned: dict):

@@ -11,7 +11,7 @@ URI is the table's location as configured, local paths as ``file://`` URIs.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable, Iterable
 from urllib.parse import quote, urlsplit
 
 from lakefeed.cdf.log import REFRESH_MARKER
@@ -40,7 +40,30 @@ def _change(table: str, entries: list[LedgerEntry], extra: dict[str, Any]) -> di
         "rowsUpdated": sum(e.updated for e in entries),
         "rowsDeleted": sum(e.deleted for e in entries),
         "commits": [e.version for e in entries],
+        "commitIds": [e.commit_id for e in entries],
         "targetVersion": max(e.version for e in entries)}}
+
+
+def announced_in(events: Iterable[tuple[str, dict[str, Any]]]) -> Callable[[LedgerEntry], bool]:
+    """Whether an asset event among ``events`` (``(asset uri, extra)``, as Airflow recorded them) names a
+    ledger entry: by Delta's commit id (``commitIds``, unique to the commit), or, for an event that names
+    none (older events, commits without an id), by the table and version (``commits``)."""
+    ids: set[str] = set()
+    versions: set[tuple[str, int]] = set()
+    for uri, extra in events:
+        if not isinstance(extra, dict):
+            continue
+        commits = extra.get("commits") or []
+        commit_ids = extra.get("commitIds") or [None] * len(commits)
+        for version, commit_id in zip(commits, commit_ids):
+            if commit_id:
+                ids.add(str(commit_id))
+            elif isinstance(version, int):
+                versions.add((uri, version))
+
+    def named(entry: LedgerEntry) -> bool:
+        return bool(entry.commit_id and entry.commit_id in ids) or (table_uri(entry.table), entry.version) in versions
+    return named
 
 
 def _unique(values: list[Any]) -> list[Any]:

@@ -108,8 +108,9 @@ def _string_or_none(document: dict, name: str, where: str) -> str | None:
 class _Moves:
     """Checkpoints change only through :meth:`moved`, which counts the generation.
 
-    Every checkpoint also keeps ``announced``: per target, the version through which the pipeline's
-    ledger entries (its commits that changed rows, :mod:`lakefeed.ledger`) were announced as asset events.
+    Every checkpoint also keeps ``announced``: per target, a mark through which every ledger entry of
+    the pipeline (its commits that changed rows, :mod:`lakefeed.ledger`) is named by a recorded asset
+    event, so the ledger is read from there.
     """
 
     generation: int

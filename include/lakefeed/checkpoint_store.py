@@ -2,16 +2,15 @@
 
 Airflow Variables have no conditional update, so two commit steps that both
 read, change and write one could lose an update, or undo a reset. Writers are
-kept apart on two levels:
+kept apart through Airflow itself, on any worker:
 
-- **across workers**, by the scheduler: the commit steps of every lakefeed DAG
-  run in the one-slot pool ``lakefeed_checkpoints``
+- by the scheduler: the commit steps of every lakefeed DAG run in the one-slot
+  pool ``lakefeed_checkpoints``
   (:data:`lakefeed_airflow.dag_defaults.CHECKPOINT_POOL`), so two never run at
   once, wherever they run;
-- **on one host**, for what bypasses the scheduler (``airflow dags test``, which
-  ignores pools), by an exclusive ``flock`` on ``<lock_dir>/<cell>.lock``
-  (released by the kernel if the process dies, so it cannot go stale). Nothing
-  is shared through that folder: each host has its own.
+- for what bypasses the scheduler (``airflow dags test``, which ignores pools),
+  the commit steps of a DAG take turns through XCom registers
+  (:mod:`lakefeed_airflow.turns`).
 
 Every writer changes a checkpoint through :meth:`CheckpointStore.update`: it
 reads the stored document and computes the new one from it (never from a value
@@ -23,15 +22,8 @@ conflicts it gives up without writing anything.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import logging
-import os
-import re
-import time
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Callable, Iterator, Protocol, TypeVar
+from typing import Callable, Protocol, TypeVar
 
 from lakefeed.errors import CheckpointConflictError
 
@@ -53,11 +45,9 @@ class TextCell(Protocol):
 class CheckpointStore:
     """One checkpoint document of type ``kind`` (``from_json``/``to_json``/``moved``) in ``cell``."""
 
-    def __init__(self, cell: TextCell, kind, lock_dir: str | Path, lock_timeout: float = 300.0):
+    def __init__(self, cell: TextCell, kind):
         self.cell = cell
         self.kind = kind
-        self.lock_path = Path(lock_dir) / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', cell.name)}.lock"
-        self.lock_timeout = lock_timeout
 
     @property
     def where(self) -> str:
@@ -72,43 +62,20 @@ class CheckpointStore:
         ``change`` must return its argument unchanged (nothing is written) or a value made with
         ``.moved(...)``. It may run more than once (after a conflict), so it must be pure.
         """
-        with self._locked():
-            for attempt in range(1, attempts + 1):
-                text = self.cell.get()
-                before = self.kind.from_json(text, self.where)
-                after = change(before)
-                if after == before:
-                    return before, before
-                if self.cell.get() != text:
-                    log.warning("%s changed while it was being updated (attempt %d of %d); starting over from "
-                                "the new value", self.where, attempt, attempts)
-                    continue
-                self.cell.set(after.to_json())
-                log.info("%s: generation %d -> %d: %s", self.where, before.generation, after.generation,
-                         after.to_json())
-                return before, after
+        for attempt in range(1, attempts + 1):
+            text = self.cell.get()
+            before = self.kind.from_json(text, self.where)
+            after = change(before)
+            if after == before:
+                return before, before
+            if self.cell.get() != text:
+                log.warning("%s changed while it was being updated (attempt %d of %d); starting over from "
+                            "the new value", self.where, attempt, attempts)
+                continue
+            self.cell.set(after.to_json())
+            log.info("%s: generation %d -> %d: %s", self.where, before.generation, after.generation,
+                     after.to_json())
+            return before, after
         raise CheckpointConflictError(
             f"{self.where} kept changing under this writer ({attempts} attempts); nothing was written. Is "
             f"something editing it outside the lakefeed DAGs?")
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = time.monotonic() + self.lock_timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
-                    if time.monotonic() >= deadline:
-                        raise CheckpointConflictError(
-                            f"{self.where}: another writer held {self.lock_path} for over {self.lock_timeout:.0f}s; "
-                            f"nothing was written") from None
-                    time.sleep(0.05)
-            yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock

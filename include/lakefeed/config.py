@@ -7,6 +7,7 @@ imports Airflow. Unknown keys and wrong types are errors that name the key.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any
 
 from lakefeed.errors import ConfigError
 from lakefeed.jsonio import json_object
+
+log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(os.environ.get("LAKEFEED_HOME", Path(__file__).resolve().parents[2]))
 DATA_DIR = Path(os.environ.get("LAKEFEED_DATA", PROJECT_ROOT / "data" / "demo"))
@@ -30,7 +33,6 @@ class BlobPipelineConfig:
     feed_root: str = str(DATA_DIR / "feed")
     events_table: str = str(DATA_DIR / "lake" / "blob_events")
     state_table: str = str(DATA_DIR / "lake" / "blob_state")
-    run_dir: str = str(DATA_DIR / "runs")          # this host's checkpoint lock files (see checkpoint_store)
     job_summary_root: str | None = None            # where a driver on the cluster leaves its summary (a URL)
     checkpoint_variable: str = "lakefeed_blob_checkpoint"
     wasb_conn_id: str | None = None                # read the feed through this Azure connection
@@ -80,7 +82,6 @@ class CdfConfig:
     """Settings of the Delta CDF DAG (the ``lakefeed_cdf_config`` Variable)."""
 
     pipelines: list = None  # type: ignore[assignment]  # of CdfPipeline; default: the demo pipeline
-    run_dir: str = str(DATA_DIR / "cdf_runs")
     job_summary_root: str | None = None
     sensor_poke_seconds: float = 60.0
     sensor_timeout_seconds: float = 3000.0
@@ -132,7 +133,6 @@ class CrdbConfig:
 
     sink_root: str = str(DATA_DIR / "crdb_sink")          # the changefeed's sink path (folder or URL)
     target_root: str = str(DATA_DIR / "lake" / "crdb")    # one Delta table per topic under it
-    run_dir: str = str(DATA_DIR / "crdb_runs")
     job_summary_root: str | None = None
     checkpoint_variable: str = "lakefeed_crdb_checkpoint"
     wasb_conn_id: str | None = None                       # read an azure:// sink through this connection
@@ -190,9 +190,17 @@ def _json_object(text: str | None, where: str) -> dict | None:
     return json_object(text, where, ConfigError)
 
 
+# Keys earlier versions read and this one ignores (with a warning), so their configurations still load.
+RETIRED_KEYS = {"run_dir": "nothing is shared through a local folder any more (job summaries travel in XCom, "
+                           "checkpoint writers take turns through Airflow)"}
+
+
 def from_mapping(cls, overrides: dict[str, Any] | None, where: str):
     """``cls(**overrides)`` after checking every key is known and every value has the declared type."""
     overrides = dict(overrides or {})
+    for key in sorted(set(overrides) & set(RETIRED_KEYS)):
+        log.warning("%s: %s is no longer used and is ignored: %s", where, key, RETIRED_KEYS[key])
+        del overrides[key]
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(overrides) - known)
     if unknown:

@@ -7,19 +7,22 @@ commit that changed the table's rows. Entries are facts about the tables themsel
 whatever happened to the Airflow side: a run that failed after its jobs committed, a retry after a
 kill between a commit and the checkpoint update, two runs at once.
 
-The commit steps announce asset events from the ledger, not from the job summaries they were handed:
-each pipeline's checkpoint records, per target, the version through which its entries were announced
-(``announced``), and a commit step announces exactly the entries after it, then moves it in the same
-compare-and-set as the checkpoint, and only when its task will succeed (Airflow drops the events of a
-failed task). So no entry is announced twice (a cleared commit step finds nothing new) and none is lost
-(a later run announces what a failed or timed-out one committed).
+The commit steps announce asset events from the ledger, not from the job summaries they were handed,
+and Airflow's own asset events are the record of what was announced: each event names the commits it
+announces (``commits``, ``commitIds``: the versions and Delta's ``txnId`` of each). A commit step
+announces the entries after the pipeline's ``announced`` marks that no event of the pipeline's asset
+alias names yet (:func:`unannounced`); the marks move only past entries that an event names, so they
+lag one commit step behind. Airflow records a task's events when the task succeeds (never for a failed,
+timed-out or killed one), so no entry is announced twice (a cleared or retried commit step finds its
+events) and none is lost (a later commit step announces what a failed, timed-out or killed one did not).
+The commit steps of a pipeline take turns (:mod:`lakefeed_airflow.turns`), so two never announce at once.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from lakefeed.checkpoint import TableMark
 from lakefeed.deltalog import LOG_DIR, DeltaLog, changes_rows
@@ -46,6 +49,14 @@ class LedgerEntry:
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
+    table_id: str | None = None  # the table's metaData.id as of this commit
+    commit_id: str | None = None  # Delta's commitInfo.txnId
+    committed_ms: int | None = None  # commitInfo.timestamp (the writer's clock)
+
+    @property
+    def mark(self) -> TableMark:
+        """The mark just past this entry."""
+        return TableMark(self.table_id or "", self.version)
 
 
 def row_counts(commit_info: dict[str, Any]) -> dict[str, int]:
@@ -76,7 +87,7 @@ def entries_after(location: str, pipeline_id: str,
         return [], None, None
     now = TableMark(table_id, versions[-1])
     start = TableMark(table_id, -1)
-    if mark is not None and mark.version <= versions[-1] and (
+    if mark is not None and 0 <= mark.version <= versions[-1] and (
             mark.table_id == table_id or _id_at(delta_log, mark.version) == mark.table_id):
         start = mark
     pending = [v for v in versions if v > start.version]
@@ -84,15 +95,22 @@ def entries_after(location: str, pipeline_id: str,
         log.warning("%s: versions %d..%d were removed by log cleanup before they were announced", location,
                     start.version + 1, versions[0] - 1)
     entries = []
+    table_id_then = start.table_id
     for version in pending:
         actions = _actions(delta_log, version)
+        for action in actions:
+            if "metaData" in action and action["metaData"].get("id"):
+                table_id_then = str(action["metaData"]["id"])
         if not actions or not changes_rows(actions):
             continue
         info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
         tags = user_metadata(info)
         if tags.get(PIPELINE_ID) != pipeline_id:
             continue
-        entries.append(LedgerEntry(location, version, str(info.get("operation") or ""), tags, **row_counts(info)))
+        timestamp = info.get("timestamp")
+        entries.append(LedgerEntry(location, version, str(info.get("operation") or ""), tags, **row_counts(info),
+                                   table_id=table_id_then, commit_id=info.get("txnId") or None,
+                                   committed_ms=timestamp if isinstance(timestamp, int) else None))
     return entries, now, start
 
 
@@ -126,28 +144,47 @@ def _cleaned_up(delta_log: DeltaLog, version: int, error: Exception) -> None:
 
 @dataclass(frozen=True)
 class Announcement:
-    """What a commit step found to announce: the ledger entries not yet announced, by table; the marks
-    just before them (``since``: what to record when they cannot be announced now), and the marks past
-    every entry found (``through``: what to record once they are)."""
+    """What a commit step found: the ledger entries no asset event names yet, by table (to announce now,
+    or later when this step will fail), and the ``announced`` marks to record: per table, past every
+    entry up to the first of those (all of them when an event names each)."""
 
     entries: dict[str, list[LedgerEntry]]
-    since: dict[str, TableMark]
-    through: dict[str, TableMark]
+    marks: dict[str, TableMark]
+
+
+# An asset event may be recorded a little before the commit time the writer's clock gave (clock skew):
+# events are looked up from this long before the oldest entry not covered by the marks.
+EVENT_CLOCK_MARGIN_MS = 24 * 3600 * 1000
+
+IsAnnounced = Callable[[LedgerEntry], bool]
+# Given the commit time (ms) of the oldest entry in question, which entries Airflow's events name.
+AnnouncedSince = Callable[[int | None], IsAnnounced]
+
+
+def nothing_announced(since_ms: int | None) -> IsAnnounced:
+    """For a commit step outside Airflow (no events): every entry is still to announce."""
+    return lambda entry: False
 
 
 def unannounced(locations: list[str], pipeline_id: str, announced: dict[str, TableMark],
-                fallback: dict[str, TableMark]) -> Announcement:
-    """The entries of ``pipeline_id`` not yet announced on each table of ``locations``: those after its
-    ``announced`` mark, or, for a table with none (a checkpoint written before marks were kept), after the
-    mark the checkpoint recorded for it (``fallback``; its work up to there was announced by the runs that
-    made it)."""
-    entries, since, through = {}, dict(announced), dict(announced)
+                fallback: dict[str, TableMark], announced_since: AnnouncedSince) -> Announcement:
+    """The entries of ``pipeline_id`` on each table of ``locations`` after its ``announced`` mark (or, for a
+    table with none, after the mark the checkpoint recorded for it (``fallback``), whose work was
+    announced by the runs that made it) that no asset event names (``announced_since``); and the marks to
+    record: past each entry an event names, up to the first one none names."""
+    found: dict[str, tuple[list[LedgerEntry], TableMark, TableMark]] = {}
     for location in sorted(set(locations)):
-        found, now, start = entries_after(location, pipeline_id, announced.get(location) or fallback.get(location))
-        if now is None or start is None:
-            continue
-        through[location] = now
-        since[location] = start if found else now  # announced so far
-        if found:
-            entries[location] = found
-    return Announcement(entries, since, through)
+        entries, now, start = entries_after(location, pipeline_id, announced.get(location) or fallback.get(location))
+        if now is not None and start is not None:
+            found[location] = (entries, now, start)
+    times = [e.committed_ms for entries, _, _ in found.values() for e in entries if e.committed_ms is not None]
+    is_announced = announced_since(min(times) - EVENT_CLOCK_MARGIN_MS if times else None) \
+        if any(entries for entries, _, _ in found.values()) else nothing_announced(None)
+    pending, marks = {}, dict(announced)
+    for location, (entries, now, start) in found.items():
+        todo = [e for e in entries if not is_announced(e)]
+        if todo:
+            pending[location] = todo
+        done = entries[:entries.index(todo[0])] if todo else entries
+        marks[location] = now if not todo else done[-1].mark if done else start
+    return Announcement(pending, marks)

@@ -43,6 +43,7 @@ from lakefeed.checkpoint import BlobCheckpoint, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig, as_mapping
 from lakefeed.errors import ConfigError, DataLossError, FeedError
+from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.targets import current_marks, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
@@ -202,7 +203,8 @@ def _belongs(summary: dict[str, Any], job: dict[str, Any], targets: dict[str, st
                                                                             table_location(targets["state"])))
 
 
-def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
+def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs, run_id: str,
+           announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
     """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed."""
     batches = [Batch.from_dict(b) for b in planned["batches"]]
     summaries = outputs.credited(planned["batches"],
@@ -225,7 +227,7 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
             reported[(state, summary["stateTableVersion"])] = (summary.get("stateInserted", 0),
                                                                summary.get("stateUpdated", 0), 0)
     announcer = Announcer(planned["targets"], planned_config(planned).checkpoint_variable, announce=not failed,
-                          reported=reported)
+                          reported=reported, announced_since=announced_since)
 
     def change(checkpoint: BlobCheckpoint) -> BlobCheckpoint:
         announced = announcer.marks(checkpoint)
@@ -293,7 +295,8 @@ def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
     return job_arguments(planned)
 
 
-def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
+def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str,
+                announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
     from lakefeed_airflow.settings import blob_checkpoint_store
 
-    return commit(blob_checkpoint_store(planned_config(planned)), planned, outputs, run_id)
+    return commit(blob_checkpoint_store(planned_config(planned)), planned, outputs, run_id, announced_since)

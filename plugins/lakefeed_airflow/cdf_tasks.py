@@ -37,6 +37,7 @@ from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline, as_mapping
 from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
+from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.storage import Store
 from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, verify_targets
@@ -278,8 +279,8 @@ def _belongs(summary: dict[str, Any], job: dict[str, Any], pipeline: CdfPipeline
             and summary.get("endingVersion") == job["end"])
 
 
-def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs: JobOutputs,
-           run_id: str) -> dict[str, Any]:
+def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs: JobOutputs, run_id: str,
+           announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
     """Per pipeline: move its checkpoint as the run's kind allows (compare-and-set); report; fail if any job failed.
     Works from the plan's configuration only."""
     config = planned_config(planned)
@@ -291,61 +292,42 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
     failed = [job for i, job in enumerate(jobs) if i not in summaries and i not in voided]
     report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}, "targetsChanged": [],
                               "announcementsDeferred": 0}
-    announced: list[tuple[str, Announcer, CdfCheckpoint]] = []  # pipelines whose announced marks moved
-    try:
-        for name, plan_of in planned["pipelines"].items():
-            pipeline = config.pipeline(name)
-            mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
-            done = {i: summaries[i] for i, _ in mine if i in summaries}
-            reported = {(pipeline.target_table, s["targetVersion"]): (s.get("inserted", 0), s.get("updated", 0),
-                                                                      s.get("deleted", 0))
-                        for s in done.values() if (s.get("committed") or s.get("mode") == FULL_REFRESH)
-                        and s.get("targetVersion") is not None}
-            announcer = Announcer([pipeline.target_table], pipeline.checkpoint_variable, announce=not failed,
-                                  reported=reported)
-            before, after = stores[name].update(
-                lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id, announcer.marks(checkpoint)))
-            if after.announced != before.announced:
-                announced.append((name, announcer, after))
-            latest = plan_of["latest"]
-            report["pipelines"][name] = {
-                "kind": plan_of["kind"],
-                "jobs": len(mine),
-                "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
-                               for i, job in mine if i not in summaries and i not in voided],
-                "jobsVoided": [{**job, "rebuiltAt": voided[i]} for i, job in mine if i in voided],
-                "versions": [[job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine],
-                **{key: sum(s.get(key, 0) for s in done.values()) for key in SUMMED},
-                "appliedBefore": before.applied_version,
-                "appliedVersion": after.applied_version,
-                "checkpointReset": ({"from": before.applied_version, "to": after.applied_version}
-                                    if plan_of["kind"] == RESET and not after.same_position(before) else None),
-                "latestVersion": latest,
-                "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
-                "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done.values()), 3),
-            }
-            report["targetsChanged"].extend(cdf_changes(name, pipeline.target_table, announcer.entries))
-            report["announcementsDeferred"] += announcer.deferred
-    except Exception:
-        # The task fails, so Airflow drops its events: the pipelines already written must not count theirs
-        # as announced (a later commit step announces them).
-        for name, announcer, written in announced:
-            _unannounce(stores[name], announcer, written)
-        raise
+    # A commit step that fails after some pipelines' checkpoints were written leaves no harm: their
+    # ``announced`` marks only ever pass entries that Airflow's events name.
+    for name, plan_of in planned["pipelines"].items():
+        pipeline = config.pipeline(name)
+        mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
+        done = {i: summaries[i] for i, _ in mine if i in summaries}
+        reported = {(pipeline.target_table, s["targetVersion"]): (s.get("inserted", 0), s.get("updated", 0),
+                                                                  s.get("deleted", 0))
+                    for s in done.values() if (s.get("committed") or s.get("mode") == FULL_REFRESH)
+                    and s.get("targetVersion") is not None}
+        announcer = Announcer([pipeline.target_table], pipeline.checkpoint_variable, announce=not failed,
+                              reported=reported, announced_since=announced_since)
+        before, after = stores[name].update(
+            lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id, announcer.marks(checkpoint)))
+        latest = plan_of["latest"]
+        report["pipelines"][name] = {
+            "kind": plan_of["kind"],
+            "jobs": len(mine),
+            "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
+                           for i, job in mine if i not in summaries and i not in voided],
+            "jobsVoided": [{**job, "rebuiltAt": voided[i]} for i, job in mine if i in voided],
+            "versions": [[job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine],
+            **{key: sum(s.get(key, 0) for s in done.values()) for key in SUMMED},
+            "appliedBefore": before.applied_version,
+            "appliedVersion": after.applied_version,
+            "checkpointReset": ({"from": before.applied_version, "to": after.applied_version}
+                                if plan_of["kind"] == RESET and not after.same_position(before) else None),
+            "latestVersion": latest,
+            "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
+            "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done.values()), 3),
+        }
+        report["targetsChanged"].extend(cdf_changes(name, pipeline.target_table, announcer.entries))
+        report["announcementsDeferred"] += announcer.deferred
     log.info("run summary: %s", json.dumps(report, indent=2))
     fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report)
     return report
-
-
-def _unannounce(store: CheckpointStore, announcer: Announcer, written: CdfCheckpoint) -> None:
-    """Put the announced marks this commit step wrote back to where they stood, if nothing moved them since."""
-    since = announcer.found.since if announcer.found is not None else written.announced
-    try:
-        store.update(lambda checkpoint: checkpoint.moved(announced=since)
-                     if checkpoint.announced == written.announced else checkpoint)
-    except Exception:  # noqa: BLE001 - the original error is the one to raise; this one is logged
-        log.exception("%s: could not take back the announced marks of this failed commit step; the events of "
-                      "its entries are lost", store.where)
 
 
 def _rebuilt_since(jobs: list[dict[str, Any]], summaries: dict[int, dict], config: CdfConfig) -> dict[int, int]:
@@ -411,8 +393,9 @@ def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
     return job_arguments(planned)
 
 
-def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
+def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str,
+                announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
     from lakefeed_airflow.settings import cdf_checkpoint_store
 
     config = planned_config(planned)
-    return commit({p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}, planned, outputs, run_id)
+    return commit({p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}, planned, outputs, run_id, announced_since)

@@ -32,6 +32,7 @@ from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.sink import RESOLVED, list_sink
 from lakefeed.errors import ConfigError, WindowNotReadyError
+from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.delta import table_location
 from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_targets
@@ -164,7 +165,8 @@ def topic_tables(target_root: str) -> list[str]:
             if name != APPLIED_FILES_TABLE]
 
 
-def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
+def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs, run_id: str,
+           announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
     """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed.
     Works from the plan's configuration only."""
     config = planned_config(planned)
@@ -185,7 +187,8 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
                 if figures.get("targetVersion") is not None  # the job committed (as it counts commitsMade)
                 and figures.get("keysChanged", 0) > figures.get("staleSkipped", 0)}
     announcer = Announcer(topic_tables(config.target_root), config.checkpoint_variable, announce=not failed,
-                          reported=reported,  # the checkpoint's targets: <target_root as configured>/<topic>
+                          reported=reported, announced_since=announced_since,
+                          # the checkpoint's targets: <target_root as configured>/<topic>
                           table_key=lambda location: f"{root}/{location.rstrip('/').rsplit('/', 1)[-1]}")
 
     def change(checkpoint: CrdbCheckpoint) -> CrdbCheckpoint:
@@ -244,7 +247,8 @@ def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
     return job_arguments(planned)
 
 
-def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str) -> dict[str, Any]:
+def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str,
+                announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
     from lakefeed_airflow.settings import crdb_checkpoint_store
 
-    return commit(crdb_checkpoint_store(planned_config(planned)), planned, outputs, run_id)
+    return commit(crdb_checkpoint_store(planned_config(planned)), planned, outputs, run_id, announced_since)

@@ -129,7 +129,7 @@ def cdf_cards() -> list[dict[str, Any]]:
         applied = checkpoint.applied_version if checkpoint else None
         cards.append(_card(
             key=f"cdf:{pipeline.name}", dag_id=CDF_DAG, title=f"Delta CDF {pipeline.name} → Delta",
-            config={**dataclasses.asdict(pipeline), "run_dir": config.run_dir},
+            config=dataclasses.asdict(pipeline),
             checkpoint={"label": "applied version", "value": applied,
                         "document": json.loads(checkpoint.to_json()) if checkpoint else None},
             position={"label": "latest version", "value": latest, "error": source_error},

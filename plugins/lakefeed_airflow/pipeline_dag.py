@@ -4,7 +4,7 @@
                                                    (every task) → fail_run_if_a_task_failed
 
 Each pipeline brings its sensor and three plain functions (``plan(params, run)``,
-``job_arguments(planned)``, ``commit(planned, outputs, run_id)``). Only the plan reads the configuration
+``job_arguments(planned)``, ``commit(planned, outputs, run_id, announced_since)``). Only the plan reads the configuration
 (and the checkpoint) when it runs, and carries the configuration in its XCom (``config``): the job
 arguments, the Spark settings and timeout, the ``wasb`` connection and the commit step all come from
 the plan, so an edit of the Variable in the middle of a run cannot make a commit step vouch for work
@@ -14,18 +14,23 @@ even when jobs failed and keeps its run summary in XCom, and any failed task fai
 step emits an asset event per Delta target the run changed.
 
 Every task may run on another worker: the jobs' summaries reach the commit step as the XComs of the
-spark-submit tasks (:class:`~lakefeed_airflow.runs.JobOutputs`), and the commit steps of every lakefeed
+spark-submit tasks (:class:`~lakefeed_airflow.runs.JobOutputs`); the commit steps of every lakefeed
 DAG share the one-slot pool ``lakefeed_checkpoints``, so the scheduler never runs two checkpoint writers
-at once, whichever workers they land on.
+at once, whichever workers they land on, and those of one DAG also take turns through XCom
+(:mod:`lakefeed_airflow.turns`) for what ignores pools (``airflow dags test``). The commit step reads
+the asset events its alias already recorded (its inlet), so it announces exactly the ledger entries no
+event names yet (:mod:`lakefeed.ledger`).
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from airflow.sdk import Asset, AssetAlias, get_current_context, task
 
-from lakefeed.assets import ALIASES
+from lakefeed.assets import ALIASES, announced_in
+from lakefeed.ledger import AnnouncedSince, IsAnnounced
 from lakefeed.spark import delta_package
 from lakefeed_airflow.dag_defaults import (
     CHECKPOINT_POOL,
@@ -51,8 +56,18 @@ def emit_asset_events(alias_events, report: dict) -> None:
         alias_events.add(Asset(change["uri"]), extra=change["extra"])
 
 
+def recorded_events(alias_events) -> AnnouncedSince:
+    """What the asset events Airflow recorded through the pipeline's alias announced
+    (:func:`lakefeed.assets.announced_in`), read from a given commit time on."""
+    def announced_since(since_ms: int | None) -> IsAnnounced:
+        events = alias_events if since_ms is None else \
+            alias_events.after(datetime.fromtimestamp(since_ms / 1000, tz=timezone.utc).isoformat())
+        return announced_in((event.asset.uri, event.extra) for event in events)
+    return announced_since
+
+
 def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: Callable[[dict], list],
-                  commit: Callable[[dict, JobOutputs, str], dict], plan_task_id: str, apply_task_id: str, commit_task_id: str,
+                  commit: Callable[[dict, JobOutputs, str, AnnouncedSince], dict], plan_task_id: str, apply_task_id: str, commit_task_id: str,
                   job_script: str, job_name: str, reads_azure: bool = True) -> None:
     """Create the tasks after ``sensor`` inside a ``@dag`` function. The Spark settings, timeout and, when
     ``reads_azure``, the ``wasb`` connection come from the configuration the plan carries."""
@@ -77,12 +92,14 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
     alias = AssetAlias(ALIASES[job_name])
 
     @task(task_id=commit_task_id, trigger_rule="all_done", retries=0, multiple_outputs=False, outlets=[alias],
-          pool=CHECKPOINT_POOL)
-    def commit_task(ti=None, run_id=None, outlet_events=None) -> dict:
+          inlets=[alias], pool=CHECKPOINT_POOL)
+    def commit_task(ti=None, run_id=None, outlet_events=None, inlet_events=None) -> dict:
+        from lakefeed_airflow.turns import Registers, turn
+
         planned = planned_or_skip(ti, plan_task_id)
         outputs = JobOutputs.pulled(ti, apply_task_id, len(ti.xcom_pull(task_ids=ARGUMENTS_TASK_ID) or []))
-        with refusals_fail_the_task(), summary_kept_on_failure(ti):
-            report = commit(planned, outputs, run_id)
+        with refusals_fail_the_task(), summary_kept_on_failure(ti), turn(Registers(ti, commit_task_id), run_id):
+            report = commit(planned, outputs, run_id, recorded_events(inlet_events[alias]))
         emit_asset_events(outlet_events[alias], report)
         return report
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from lakefeed.checkpoint import TableMark
 from lakefeed.errors import ConfigError
-from lakefeed.ledger import Announcement, LedgerEntry, unannounced
+from lakefeed.ledger import AnnouncedSince, Announcement, LedgerEntry, nothing_announced, unannounced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
 
 log = logging.getLogger(__name__)
@@ -107,16 +107,17 @@ class JobOutputs:
 
 
 class Announcer:
-    """The asset events of a commit step, from the targets' ledger (:mod:`lakefeed.ledger`).
+    """The asset events of a commit step, from the targets' ledger (:mod:`lakefeed.ledger`) and the events
+    Airflow already recorded (``announced_since``).
 
     Called inside the checkpoint's compare-and-set (:meth:`marks`), so what it reads of the ledger and
     the ``announced`` marks it records are one consistent step; it keeps what the last attempt found.
-    ``announce`` False (the task will fail, and Airflow drops a failed task's events): the marks stay,
-    and a later commit step announces the entries."""
+    ``announce`` False (the task will fail, and Airflow drops a failed task's events): a later commit
+    step announces the entries."""
 
     def __init__(self, locations: list[str], pipeline_id: str, announce: bool,
                  reported: dict[tuple[str, int], tuple[int, int, int]] | None = None,
-                 table_key: Callable[[str], str] = str):
+                 table_key: Callable[[str], str] = str, announced_since: AnnouncedSince = nothing_announced):
         """``reported``: the rows inserted, updated and deleted that the run's jobs reported for their
         commits, by ``(table, version)``, as readers of the tombstoned targets count them; an entry whose
         job never reported (its task was killed, its run failed) keeps Delta's commit metrics.
@@ -124,15 +125,20 @@ class Announcer:
         self.locations, self.pipeline_id, self.announce = locations, pipeline_id, announce
         self.reported = reported or {}
         self.table_key = table_key
+        self.announced_since = announced_since
         self.found: Announcement | None = None
 
     def marks(self, checkpoint: Any) -> dict[str, TableMark]:
-        """The ``announced`` marks ``checkpoint`` gets: past every entry found when they are announced, else
-        where this step started from (so a target mark the checkpoint moves now is not taken later for an
-        announced one)."""
+        """The ``announced`` marks ``checkpoint`` gets: past the entries Airflow's events name, up to the
+        first one none names (a target mark the checkpoint moves now is not taken for an announced one).
+        They move only with a step that announces something (or sees a table first): a step with nothing
+        to announce leaves them, so it writes nothing it need not."""
         fallback = {self.table_key(location): mark for location, mark in checkpoint.targets.items()}
-        self.found = unannounced(self.locations, self.pipeline_id, checkpoint.announced, fallback)
-        return self.found.through if self.announce else self.found.since
+        self.found = unannounced(self.locations, self.pipeline_id, checkpoint.announced, fallback,
+                                 self.announced_since)
+        if self.found.entries or set(self.found.marks) - set(checkpoint.announced):
+            return self.found.marks
+        return dict(checkpoint.announced)
 
     @property
     def entries(self) -> dict[str, list[LedgerEntry]]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 from lakefeed.checkpoint import BlobCheckpoint, CdfCheckpoint, CrdbCheckpoint
 from lakefeed.checkpoint_store import CheckpointStore
@@ -23,7 +22,6 @@ log = logging.getLogger(__name__)
 BLOB_CONFIG_VARIABLE = "lakefeed_blob_config"
 CDF_CONFIG_VARIABLE = "lakefeed_cdf_config"
 CRDB_CONFIG_VARIABLE = "lakefeed_crdb_config"
-LOCK_FOLDER = ".checkpoint-locks"
 CHECKPOINT_DESCRIPTION = "lakefeed checkpoint (written by the DAG; do not edit by hand)"
 
 
@@ -76,20 +74,16 @@ def crdb_config(orm: bool = False) -> CrdbConfig:
     return CrdbConfig.from_json(_variable(CRDB_CONFIG_VARIABLE, orm), f"Variable {CRDB_CONFIG_VARIABLE}")
 
 
-def lock_dir(run_dir: str) -> Path:
-    return Path(run_dir) / LOCK_FOLDER
-
-
 def blob_checkpoint_store(config: BlobPipelineConfig, orm: bool = False) -> CheckpointStore:
-    return CheckpointStore(VariableCell(config.checkpoint_variable, orm), BlobCheckpoint, lock_dir(config.run_dir))
+    return CheckpointStore(VariableCell(config.checkpoint_variable, orm), BlobCheckpoint)
 
 
 def cdf_checkpoint_store(pipeline: CdfPipeline, config: CdfConfig, orm: bool = False) -> CheckpointStore:
-    return CheckpointStore(VariableCell(pipeline.checkpoint_variable, orm), CdfCheckpoint, lock_dir(config.run_dir))
+    return CheckpointStore(VariableCell(pipeline.checkpoint_variable, orm), CdfCheckpoint)
 
 
 def crdb_checkpoint_store(config: CrdbConfig, orm: bool = False) -> CheckpointStore:
-    return CheckpointStore(VariableCell(config.checkpoint_variable, orm), CrdbCheckpoint, lock_dir(config.run_dir))
+    return CheckpointStore(VariableCell(config.checkpoint_variable, orm), CrdbCheckpoint)
 
 
 class ConfigMacros:

@@ -123,6 +123,39 @@ def airflow_services(folder: Path, env: dict,
         logs.close()
 
 
+def service_env(base: dict, home: Path, database: str, api_port: int, root: Path, **extra: str) -> dict:
+    """The environment of Airflow services on ``database`` with the api-server on ``api_port``: this
+    project's DAGs and plugins, quick scheduler and dag-processor loops; ``extra`` adds or overrides."""
+    return {
+        **base,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database,
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(root / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(root / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
+        "AIRFLOW__API_AUTH__JWT_SECRET": "full-stack-test-only",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        "LAKEFEED_TEST_API_PORT": str(api_port),
+        "LAKEFEED_HOME": str(root),
+        **extra,
+    }
+
+
+def metadata_rows(env: dict, sql: str, **params) -> list[tuple]:
+    """Rows of a query on the metadata database the services use (PostgreSQL)."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    try:
+        with engine.connect() as connection:
+            return [tuple(row) for row in connection.execute(sqlalchemy.text(sql), params).fetchall()]
+    finally:
+        engine.dispose()
+
+
 def airflow(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run(["airflow", *args], env=env, capture_output=True, text=True, timeout=300)
     if check and result.returncode != 0:

@@ -16,7 +16,15 @@ import pytest
 
 from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.timegrid import HOUR, format_time
-from tests.fullstack.services import airflow, airflow_services, free_port, postgres, spark_standalone
+from tests.fullstack.services import (
+    airflow,
+    airflow_services,
+    free_port,
+    metadata_rows,
+    postgres,
+    service_env,
+    spark_standalone,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.fullstack]
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,16 +61,8 @@ def backfill_runs(env) -> list[dict]:
 def job_summaries(env, run_id: str) -> list[dict]:
     """The summaries the run's spark-submit tasks returned (their XCom, in PostgreSQL): what its commit
     step credited."""
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
-    try:
-        with engine.connect() as connection:
-            rows = connection.execute(sqlalchemy.text(
-                "SELECT value FROM xcom WHERE dag_id = 'blob_changefeed_to_delta' AND run_id = :run AND "
-                "task_id = 'ingest_windows' AND key = 'return_value' ORDER BY map_index"), {"run": run_id}).fetchall()
-    finally:
-        engine.dispose()
+    rows = metadata_rows(env, "SELECT value FROM xcom WHERE dag_id = 'blob_changefeed_to_delta' AND run_id = :run "
+                              "AND task_id = 'ingest_windows' AND key = 'return_value' ORDER BY map_index", run=run_id)
     return [value if isinstance(value, dict) else json.loads(value) for (value,) in rows]
 
 
@@ -93,27 +93,15 @@ def test_full_stack(spark, azurite, tmp_path):
         api_port = free_port()
         config = {"feed_root": f"az://{CONTAINER}", "wasb_conn_id": "wasb_feed",
                   "events_table": str(tmp_path / "lake" / "events"), "state_table": str(tmp_path / "lake" / "state"),
-                  "run_dir": str(tmp_path / "runs"), "sensor_poke_seconds": 2, "sensor_timeout_seconds": 600}
-        env = {
-            **base,
-            "AIRFLOW_HOME": str(tmp_path / "airflow"),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database,
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
-            "AIRFLOW__API_AUTH__JWT_SECRET": "full-stack-test-only",
-            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-            "LAKEFEED_TEST_API_PORT": str(api_port),
-            "LAKEFEED_HOME": str(ROOT),
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": master.rsplit(":", 1)[0],
-                                                      "port": int(master.rsplit(":", 1)[1])}),
-            "AIRFLOW_CONN_WASB_FEED": json.dumps({"conn_type": "wasb", "login": azurite.account,
-                                                  "password": azurite.key, "host": azurite.endpoint}),
-            "AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG": json.dumps(config),
-        }
+                  "sensor_poke_seconds": 2, "sensor_timeout_seconds": 600}
+        env = service_env(
+            base, tmp_path / "airflow", database, api_port, ROOT,
+            AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": master.rsplit(":", 1)[0],
+                                                   "port": int(master.rsplit(":", 1)[1])}),
+            AIRFLOW_CONN_WASB_FEED=json.dumps({"conn_type": "wasb", "login": azurite.account,
+                                               "password": azurite.key, "host": azurite.endpoint}),
+            AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(config),
+        )
         airflow(env, "db", "migrate")
         airflow(env, "pools", "set", "lakefeed_spark", "1", "spark jobs")
         airflow(env, "pools", "set", "lakefeed_checkpoints", "1", "checkpoint writers")

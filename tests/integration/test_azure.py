@@ -99,7 +99,7 @@ def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azu
         + f"\nspark.hadoop.fs.azure.account.key.{azurite.account}.dfs.core.windows.net {azurite.key}\n")
     config = {"feed_root": FEED_URL, "wasb_conn_id": "wasb_feed",
               "events_table": str(tmp_path / "lake" / "events"), "state_table": str(tmp_path / "lake" / "state"),
-              "run_dir": str(tmp_path / "runs"), "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1,
+              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1,
               "spark_conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events_dir.as_uri(),
                              "spark.ui.enabled": "true", "spark.ui.port": str(ui_port),
                              "spark.port.maxRetries": "0"}}

@@ -36,7 +36,7 @@ def test_segments_and_chunk_files_lost_to_retention_stop_the_pipeline_until_ackn
     feed = tmp_path / "feed"
     truth = generate_feed(feed, SPEC)
     config = {"feed_root": str(feed), "events_table": str(tmp_path / "lake" / "events"),
-              "state_table": str(tmp_path / "lake" / "state"), "run_dir": str(tmp_path / "runs"),
+              "state_table": str(tmp_path / "lake" / "state"),
               "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1, "max_windows_per_run": 2,
               "windows_per_batch": 2}
     env = with_config(dags_test_env(tmp_path / "airflow"), "lakefeed_blob_config", config)

@@ -37,7 +37,7 @@ def pipeline(airflow_env, tmp_path, request):
     config = {
         "pipelines": [{"name": name, "source_table": str(tmp_path / "source"), "target_table": str(tmp_path / "target"),
                        "keys": ["id"], "versions_per_job": 4 if "growth" in name else 50}],
-        "run_dir": str(tmp_path / "runs"),
+        
         "sensor_timeout_seconds": 3,
         "sensor_poke_seconds": 1,
     }

@@ -49,7 +49,7 @@ def airflow_env(tmp_path_factory):
 
 def set_config(env, base: Path, *pipelines: dict, **extra) -> dict:
     config = {"pipelines": [{"keys": ["id"], "versions_per_job": 50, **p} for p in pipelines],
-              "run_dir": str(base / "runs"), "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1, **extra}
+              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1, **extra}
     subprocess.run(["airflow", "variables", "set", CONFIG, json.dumps(config)], env=env, check=True,
                    capture_output=True, timeout=120)
     return config

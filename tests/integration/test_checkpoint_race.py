@@ -1,6 +1,6 @@
 """Commit steps racing on one checkpoint, through real Airflow Variables (a real metadata database):
-processes run the CDF commit step's own checkpoint change, scheduled runs and a full refresh at once.
-No update is lost (the generations count every write), no scheduled write moves the checkpoint back or
+processes run the CDF commit step's own checkpoint change, scheduled runs and a full refresh at once,
+taking turns (lakefeed_airflow.turns) through registers kept in Variables. No update is lost (the generations count every write), no scheduled write moves the checkpoint back or
 past unfinished versions, and the full refresh's reset is not undone by a stale writer."""
 
 from __future__ import annotations
@@ -26,10 +26,22 @@ from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import CdfPipeline
 from lakefeed_airflow.cdf_tasks import _moved
 from lakefeed_airflow.settings import VariableCell
+from lakefeed_airflow.turns import Ticket, turn
 
-kind, lock_dir, runs = sys.argv[2], sys.argv[3], int(sys.argv[4])
+kind, everyone, runs = sys.argv[2], sys.argv[3].split(","), int(sys.argv[4])
 pipeline = CdfPipeline(name="race", source_table="/src", target_table="/nonexistent-target", keys=["id"])
-store = CheckpointStore(VariableCell("lakefeed_cdf_checkpoint__race", orm=True), CdfCheckpoint, lock_dir)
+store = CheckpointStore(VariableCell("lakefeed_cdf_checkpoint__race", orm=True), CdfCheckpoint)
+
+
+class VariableRegisters:
+    def push(self, ticket):
+        VariableCell(f"race_turn__{kind}", orm=True).set(json.dumps(ticket.to_xcom()))
+
+    def others(self):
+        return [Ticket.from_xcom(other, json.loads(VariableCell(f"race_turn__{other}", orm=True).get() or "null"))
+                for other in everyone if other != kind]
+
+
 writes = []
 for run in range(runs):
     if kind == "refresh":
@@ -40,7 +52,8 @@ for run in range(runs):
         mine = [(i, {"mode": "changes", "start": s, "end": s + 1}) for i, s in enumerate(range(0, 40, 2))]
         done = {i: {} for i, _ in mine[: 2 * run + int(kind[-1])]}
         plan = {"kind": "scheduled", "origin": 0, "sourceTableId": "s-1"}
-    before, after = store.update(lambda cp: _moved(cp, plan, mine, done, pipeline, f"{kind}-{run}", cp.announced))
+    with turn(VariableRegisters(), kind, poll=0.01):
+        before, after = store.update(lambda cp: _moved(cp, plan, mine, done, pipeline, f"{kind}-{run}", cp.announced))
     if after != before:
         writes.append([before.applied_version, after.applied_version, after.generation])
 print(json.dumps(writes))
@@ -50,9 +63,8 @@ print(json.dumps(writes))
 def test_racing_commit_steps_lose_no_update_and_never_undo_a_reset(tmp_path):
     env = dags_test_env(tmp_path / "airflow")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "plugins"), str(ROOT), env.get("PYTHONPATH", "")])
-    lock_dir = tmp_path / "locks"
     kinds = ["scheduled0", "scheduled1", "scheduled2", "refresh"]
-    processes = {kind: subprocess.Popen([sys.executable, "-c", WRITER, str(ROOT / "plugins"), kind, str(lock_dir),
+    processes = {kind: subprocess.Popen([sys.executable, "-c", WRITER, str(ROOT / "plugins"), kind, ",".join(kinds),
                                          "6" if kind != "refresh" else "3"],
                                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for kind in kinds}

@@ -29,7 +29,7 @@ DAG = "cockroach_changefeed_to_delta"
 def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     truth = generate_sink(tmp_path / "sink", SinkSpec(steps=24, changes_per_step=20, seed=31))
     config = {"sink_root": str(tmp_path / "sink"), "target_root": str(tmp_path / "lake"),
-              "run_dir": str(tmp_path / "runs"), "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1,
+              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1,
               "resolved_per_batch": 50,
               # as for a driver on the cluster: each job's summary goes to storage, read back by its own task
               "job_summary_root": str(tmp_path / "driver-summaries")}

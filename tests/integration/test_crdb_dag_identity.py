@@ -18,7 +18,7 @@ DAG = "cockroach_changefeed_to_delta"
 def test_a_moved_target_root_and_another_pipelines_tables_are_refused_until_reset_or_adopted(spark, tmp_path):
     truth = generate_sink(tmp_path / "sink", SinkSpec(steps=12, changes_per_step=15, seed=33))
     lake, moved = tmp_path / "lake", tmp_path / "moved"
-    config = {"sink_root": str(tmp_path / "sink"), "target_root": str(lake), "run_dir": str(tmp_path / "runs"),
+    config = {"sink_root": str(tmp_path / "sink"), "target_root": str(lake),
               "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1}
     home = dags_test_env(tmp_path / "airflow")
     env = with_config(home, "lakefeed_crdb_config", config)

@@ -106,11 +106,11 @@ def stack(tmp_path_factory, spark):
     passwords.write_text(json.dumps({USER: PASSWORD, CDF_VIEWER: PASSWORD}))
     port = free_port()
     blob_config = {"feed_root": str(folder / "feed"), "events_table": str(folder / "lake" / "events"),
-                   "state_table": str(folder / "lake" / "state"), "run_dir": str(folder / "runs"),
+                   "state_table": str(folder / "lake" / "state"),
                    "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
     cdf_config = {"pipelines": [{"name": "orders", "source_table": str(folder / "source"),
                                  "target_table": str(folder / "lake" / "orders"), "keys": ["id"]}],
-                  "run_dir": str(folder / "cdf_runs"), "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
+                  "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
     env = dags_test_env(
         folder / "airflow",
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),

@@ -20,7 +20,7 @@ def test_blob_changes_name_only_tables_with_entries():
     events, state = blob_changes(entries, "/lake/events", "/lake/state")
     assert events == {"table": "/lake/events", "uri": "file:///lake/events", "extra": {
         "pipeline": "blob", "windows": first + second, "rowsInserted": 9, "rowsUpdated": 0, "rowsDeleted": 0,
-        "commits": [3, 4], "targetVersion": 4}}
+        "commits": [3, 4], "commitIds": [None, None], "targetVersion": 4}}
     assert state["extra"]["windows"] == second and state["extra"]["rowsUpdated"] == 4
     assert blob_changes({"/lake/state": entries["/lake/state"]}, "/lake/events", "/lake/state")[0]["table"] == \
         "/lake/state"
@@ -38,7 +38,7 @@ def test_cdf_changes_carry_version_ranges_counts_and_full_refresh():
         LedgerEntry("/lake/orders", 12, "CREATE OR REPLACE TABLE AS SELECT", {"fullRefreshVersion": 9}, 7)]}
     [change] = cdf_changes("orders", "/lake/orders", entries)
     assert change["extra"] == {"pipeline": "cdf:orders", "versions": [[3, 5], [9, 9]], "fullRefresh": True,
-                               "rowsInserted": 8, "rowsUpdated": 2, "rowsDeleted": 3, "commits": [11, 12],
+                               "rowsInserted": 8, "rowsUpdated": 2, "rowsDeleted": 3, "commits": [11, 12], "commitIds": [None, None],
                                "targetVersion": 12}
 
 
@@ -52,5 +52,5 @@ def test_crdb_changes_are_per_topic_table():
     assert orders["uri"] == "file:///lake/crdb/orders" and orders["extra"]["rowsUpdated"] == 2
     assert orders["extra"]["resolvedSpans"] == [["10.0", "20.0"]]
     assert users["extra"] == {"pipeline": "cockroach", "topic": "users", "resolvedSpans": [[None, "10.0"]],
-                              "rowsInserted": 3, "rowsUpdated": 0, "rowsDeleted": 1, "commits": [2],
+                              "rowsInserted": 3, "rowsUpdated": 0, "rowsDeleted": 1, "commits": [2], "commitIds": [None],
                               "targetVersion": 2}

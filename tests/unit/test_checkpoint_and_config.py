@@ -88,6 +88,15 @@ def test_a_recreated_source_is_refused_by_its_table_id():
         verify_table("source", "/src", "s-1", None, TableState("s-2", 40), "Variable cp", "refresh")
 
 
+def test_a_retired_key_is_ignored_with_a_warning_so_older_configurations_still_load(caplog):
+    from lakefeed.config import CdfConfig, CrdbConfig
+
+    for kind in (BlobPipelineConfig, CdfConfig, CrdbConfig):
+        caplog.clear()
+        assert kind.from_json('{"run_dir": "/shared/runs"}', "Variable c") == kind.from_json(None, "Variable c")
+        assert "Variable c: run_dir is no longer used and is ignored" in caplog.text
+
+
 def test_config_defaults_point_at_the_demo_and_overrides_are_checked():
     config = BlobPipelineConfig.from_json(None, "Variable c")
     assert config.feed_root.endswith("data/demo/feed")

@@ -13,8 +13,9 @@ from lakefeed.config import BlobPipelineConfig
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
 SERVICES = COMPOSE["services"]
+WORKERS = ["airflow-worker-1", "airflow-worker-2"]
 LAKEFEED = ["spark-master", "spark-worker", "airflow-init", "airflow-apiserver", "airflow-scheduler",
-            "airflow-dag-processor", "airflow-triggerer"]
+            "airflow-dag-processor", "airflow-triggerer", *WORKERS]
 
 
 def compose_value(text: str) -> str:
@@ -30,6 +31,27 @@ def test_services():
     assert commands["airflow-triggerer"] == ["triggerer"]
     assert "deploy.master.Master" in commands["spark-master"][0]
     assert "deploy.worker.Worker spark://spark-master:7077" in commands["spark-worker"][0]
+    for name in WORKERS:
+        assert commands[name] == ["edge", "worker", "--concurrency", "4", "--edge-hostname", name]
+
+
+def test_a_multi_worker_layout_sharing_only_the_database_and_the_storage():
+    """The Edge executor with two workers that reach Airflow through the api-server only (no metadata
+    database URL that works) and share no volume but the one standing for the tables' object storage."""
+    for name in LAKEFEED:
+        env = SERVICES[name]["environment"]
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "airflow.providers.edge3.executors.EdgeExecutor"
+        assert env["AIRFLOW__EDGE__API_URL"] == "http://airflow-apiserver:8080/edge_worker/v1/rpcapi"
+    assert SERVICES["airflow-apiserver"]["environment"]["AIRFLOW__EDGE__API_ENABLED"] == "True"
+    for name in WORKERS:
+        assert SERVICES[name]["environment"]["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("sqlite:////tmp/")
+    assert "apache-airflow-providers-edge3==" in (ROOT / "requirements.txt").read_text()
+    named = {mount.split(":")[0] for name in LAKEFEED for mount in SERVICES[name]["volumes"]
+             if not mount.startswith("./")}
+    assert named == {"lake"}  # the object storage of the tables; no data or run folder besides
+    config = BlobPipelineConfig.from_json(
+        compose_value(SERVICES["airflow-scheduler"]["environment"]["AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG"]), "compose")
+    assert config.events_table.startswith("/lake/") and config.state_table.startswith("/lake/")
 
 
 def test_one_image_with_the_project_dependencies_for_airflow_and_spark():

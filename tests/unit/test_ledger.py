@@ -15,7 +15,8 @@ from deltalake import CommitProperties, write_deltalake
 
 from lakefeed.checkpoint import TableMark
 from lakefeed.deltalog import DeltaLog
-from lakefeed.ledger import entries_after, row_counts, unannounced
+from lakefeed.assets import announced_in
+from lakefeed.ledger import EVENT_CLOCK_MARGIN_MS, entries_after, nothing_announced, row_counts, unannounced
 from lakefeed.storage import Store
 
 SPARK_TABLE = Path(__file__).parent / "fixtures" / "spark_ledger_table"
@@ -51,17 +52,69 @@ def test_only_entries_after_the_mark_of_the_same_table(tmp_path):
     assert old_id != table_id
     found, _, start = entries_after(location, "cp_orders", TableMark(old_id, 3))
     assert [e.version for e in found] == [6] and start == TableMark(old_id, 3)  # the mark, as placed
+    # A mark before any version (nothing confirmed yet), made before the refresh gave the new id: everything.
+    found, _, start = entries_after(location, "cp_orders", TableMark(old_id, -1))
+    assert [e.version for e in found] == [1, 3, 6] and start == TableMark(table_id, -1)
     assert entries_after(str(tmp_path / "missing"), "cp_orders", None) == ([], None, None)
 
 
 def test_unannounced_starts_after_the_checkpoints_target_mark_when_nothing_was_announced(tmp_path):
     location = spark_table(tmp_path)
     table_id = DeltaLog(Store(location)).table_id()
-    found = unannounced([location], "cp_orders", announced={}, fallback={location: TableMark(table_id, 1)})
+    found = unannounced([location], "cp_orders", announced={}, fallback={location: TableMark(table_id, 1)},
+                        announced_since=nothing_announced)
     assert [e.version for e in found.entries[location]] == [3, 6]
-    assert found.since == {location: TableMark(table_id, 1)} and found.through == {location: TableMark(table_id, 6)}
-    again = unannounced([location], "cp_orders", announced=found.through, fallback={})
-    assert again.entries == {} and again.through == found.through
+    # No event names them yet: the mark stays where they start (the fallback), not past them.
+    assert found.marks == {location: TableMark(table_id, 1)}
+
+
+def events_naming(entries, by="commitIds"):
+    """The asset events Airflow would hold had a commit step announced ``entries`` (one per table)."""
+    from lakefeed.assets import table_uri
+
+    tables = sorted({e.table for e in entries})
+    return [(table_uri(t), {"commits": [e.version for e in entries if e.table == t],
+                            **({"commitIds": [e.commit_id for e in entries if e.table == t]} if by else {})})
+            for t in tables]
+
+
+def test_marks_move_past_the_entries_an_event_names_up_to_the_first_none_names(tmp_path):
+    location = spark_table(tmp_path)
+    table_id = DeltaLog(Store(location)).table_id()
+    everything, _, _ = entries_after(location, "cp_orders", None)
+    assert all(e.commit_id for e in everything)  # Spark's Delta writes commitInfo.txnId
+    asked = []
+
+    def since(events):
+        def announced_since(since_ms):
+            asked.append(since_ms)
+            return announced_in(events)
+        return announced_since
+
+    # v1 was announced, v3 not (its step failed), v6 was (a later step): v3 is due, the mark stops before it.
+    found = unannounced([location], "cp_orders", {}, {}, since(events_naming([everything[0], everything[2]])))
+    assert [e.version for e in found.entries[location]] == [3]
+    assert found.marks == {location: TableMark(everything[0].table_id, 1)}
+    # The events were asked for from a day before the oldest entry's commit time.
+    assert asked == [min(e.committed_ms for e in everything) - EVENT_CLOCK_MARGIN_MS]
+    # Every entry named (by commit id, or by version for older events): nothing due, the mark past all.
+    for by in ("commitIds", None):
+        done = unannounced([location], "cp_orders", {}, {}, since(events_naming(everything, by)))
+        assert done.entries == {} and done.marks == {location: TableMark(table_id, 6)}
+    # From there nothing is left to read, and no event is asked for.
+    asked.clear()
+    again = unannounced([location], "cp_orders", done.marks, {}, since([]))
+    assert again.entries == {} and again.marks == done.marks and asked == []
+
+
+def test_an_event_of_a_commit_with_the_same_version_but_another_id_does_not_count(tmp_path):
+    # The table was recreated: version 3 again, another commit. Events name commits by Delta's txnId.
+    location = spark_table(tmp_path)
+    everything, _, _ = entries_after(location, "cp_orders", None)
+    from lakefeed.assets import table_uri
+    stale = [(table_uri(location), {"commits": [1, 3, 6], "commitIds": ["old-1", "old-3", "old-6"]})]
+    found = unannounced([location], "cp_orders", {}, {}, lambda since_ms: announced_in(stale))
+    assert [e.version for e in found.entries[location]] == [1, 3, 6]
 
 
 def test_row_counts_of_operations_and_missing_metrics():

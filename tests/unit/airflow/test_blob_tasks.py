@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
 from lakefeed.blob.generator import FeedSpec, generate_feed  # noqa: E402
 from lakefeed.blob.timegrid import parse_time  # noqa: E402
+from lakefeed.assets import announced_in  # noqa: E402
 from lakefeed.checkpoint import BlobCheckpoint, TableMark  # noqa: E402
 from lakefeed.config import BlobPipelineConfig  # noqa: E402
 from lakefeed.errors import (  # noqa: E402
@@ -36,7 +37,7 @@ def run(run_id="scheduled__1", run_type="scheduled", start=None, end=None):
 def config(tmp_path):
     generate_feed(tmp_path / "feed", FeedSpec(hours=5, events_per_hour=10, gap_hours=()))  # lastConsumable 04:10
     return BlobPipelineConfig(feed_root=str(tmp_path / "feed"), events_table=str(tmp_path / "events"),
-                              state_table=str(tmp_path / "state"), run_dir=str(tmp_path / "runs"),
+                              state_table=str(tmp_path / "state"),
                               windows_per_batch=2, max_windows_per_run=5)
 
 
@@ -301,25 +302,41 @@ def test_asset_events_come_from_the_ledger_once_each_whatever_the_runs_did(confi
     # Its targets' marks must not pass for announced ones: announcing still stands before version 0.
     assert store.load().announced == {events: TableMark(table_id, -1)}
 
-    # The retries: every batch has finished; every entry is announced once.
+    # The retries: every batch has finished; every entry is announced once. Airflow records the events of
+    # the succeeding step (``recorded``); the marks move past entries only once an event names them.
+    recorded: list = []
+
+    def succeeded(report):
+        recorded.extend((change["uri"], change["extra"]) for change in report["targetsChanged"])
+        return report
+
+    def airflow_events(since_ms):
+        return announced_in(recorded)
+
     for index in (1, 2):
         finish(planned, index, eventsInserted=0)
     job_commit(events, pipeline_id, windows[1])
-    report = blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__6 retry")
+    report = succeeded(blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__6 retry", airflow_events))
     assert announced_commits(report) == {events: [0, 2, 3]} and report["announcementsDeferred"] == 0
     [change] = report["targetsChanged"]
     assert change["extra"]["windows"] == sorted(windows[0] + windows[1] + windows[2])
-    assert store.load().announced[events].version == 3
+    assert store.load().announced[events].version == -1  # not yet confirmed by a recorded event
 
-    # The commit step cleared and run again: nothing new in the ledger, nothing announced.
-    assert blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__5 cleared")["targetsChanged"] == []
+    # The commit step cleared and run again: its events are recorded, it announces nothing and writes
+    # nothing (the marks wait for a step that announces something).
+    generation = store.load().generation
+    again = blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__6 cleared", airflow_events)
+    assert again["targetsChanged"] == [] and store.load().generation == generation
 
-    # A backfill's commit step announces its own entries (and records that), without moving the watermark.
+    # A backfill's commit step announces its own entries, without moving the watermark.
     watermark = store.load().watermark
     backfill = blob_tasks.plan(config, store.load(), {"window_start": "2026-01-01T01:10Z",
                                                       "window_end": "2026-01-01T02:10Z"}, run("manual__6", "manual"))
     finish(backfill, 0, eventsInserted=7, eventsTableVersion=4)  # its job reported its commit's rows
     job_commit(events, pipeline_id, ["2026-01-01T01:10:00Z"])
-    report = blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7")
+    report = succeeded(blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7", airflow_events))
     assert announced_commits(report) == {events: [4]} and report["targetsChanged"][0]["extra"]["rowsInserted"] == 7
-    assert store.load().watermark == watermark and store.load().announced[events].version == 4
+    assert store.load().announced[events].version == 3  # past the entries confirmed, up to the one announced now
+    assert blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7 cleared", airflow_events)[
+        "targetsChanged"] == []
+    assert store.load().watermark == watermark and store.load().announced[events].version == 3

@@ -36,7 +36,7 @@ def sink(tmp_path):
 @pytest.fixture
 def config(tmp_path, sink):
     return CrdbConfig(sink_root=str(tmp_path / "sink"), target_root=str(tmp_path / "lake"),
-                      run_dir=str(tmp_path / "runs"), resolved_per_batch=2, max_batches_per_run=2)
+ resolved_per_batch=2, max_batches_per_run=2)
 
 
 @pytest.fixture

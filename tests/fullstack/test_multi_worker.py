@@ -1,0 +1,238 @@
+"""The three pipelines on a multi-worker Airflow, natively: the api-server (with the Edge API), scheduler,
+dag-processor and triggerer on PostgreSQL, and two Edge workers (the Edge executor), each with its own
+HOME, TMPDIR, AIRFLOW_HOME, Spark scratch folders and a metadata database URL that leads nowhere (workers
+reach Airflow through its HTTP APIs only). The blob feed and the CockroachDB sink are on Azurite; the
+Delta tables sit in a folder that stands for the object storage holding them (tables on Azurite are
+issue 29's). Nothing else is shared.
+
+Scheduled runs of the three DAGs and an Airflow backfill run against ground truth; then a worker is
+killed (SIGKILL, with its task and its Spark driver) right after a job's Delta commit and before the
+checkpoint update; the task is retried on the other worker, and the run converges with each commit
+announced exactly once. The phases' timings are printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from lakefeed.blob.generator import FeedSpec, generate_feed
+from lakefeed.blob.timegrid import HOUR, format_time
+from lakefeed.cdf.simulator import SourceSimulator, create_source, live_rows
+from lakefeed.crdb.generator import SinkSpec, generate_sink
+from tests.airflow_env import assert_each_entry_announced_once
+from tests.fullstack.services import airflow, airflow_services, free_port, metadata_rows, postgres, service_env, stop
+from tests.fullstack.test_full_stack import json_lines, wait_until
+from tests.integration.test_crdb_job import assert_matches_truth as crdb_matches_truth
+
+pytestmark = [pytest.mark.integration, pytest.mark.fullstack]
+ROOT = Path(__file__).resolve().parents[2]
+BLOB, CDF, CRDB = "blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"
+FEED_SPEC = FeedSpec(hours=4, events_per_hour=400, shards=2, records_per_chunk=200, gap_hours=(), seed=53)
+SINK_SPEC = SinkSpec(steps=12, changes_per_step=15, seed=7)
+FEED_CONTAINER, SINK_CONTAINER = "$blobchangefeed", "changefeeds"
+WORKERS = ("worker-a", "worker-b")
+
+
+def runs(env, dag_id) -> list[dict]:
+    return json_lines(airflow(env, "dags", "list-runs", dag_id, "-o", "json", check=False).stdout) or []
+
+
+def finished(env, dag_id, run_id) -> dict | None:
+    run = next((r for r in runs(env, dag_id) if r["run_id"] == run_id), None)
+    return run if run and run["state"] in ("success", "failed") else None
+
+
+def task_hosts(env, dag_id) -> dict[str, set[str]]:
+    """Which worker ran each task (every try's hostname, from the metadata database)."""
+    rows = metadata_rows(env, "SELECT task_id, hostname FROM task_instance WHERE dag_id = :dag UNION "
+                              "SELECT task_id, hostname FROM task_instance_history WHERE dag_id = :dag", dag=dag_id)
+    hosts: dict[str, set[str]] = {}
+    for task_id, hostname in rows:
+        if hostname:
+            hosts.setdefault(task_id, set()).add(hostname)
+    return hosts
+
+
+def variable(env, name) -> dict:
+    return json.loads(airflow(env, "variables", "get", name).stdout.strip().splitlines()[-1])
+
+
+def delta_versions(table: Path) -> int:
+    log = table / "_delta_log"
+    return len(list(log.glob("*.json"))) if log.exists() else 0
+
+
+@contextmanager
+def edge_worker(name: str, folder: Path, env: dict) -> Iterator[subprocess.Popen]:
+    """An Edge worker with private folders, in its own process group (so it can be killed with its tasks)."""
+    home = folder / name
+    for sub in ("home", "tmp", "airflow", "spark"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    ivy = Path.home() / ".ivy2.5.2"
+    if ivy.exists():  # Delta's jars, as a worker image would carry them (else Spark fetches them again)
+        shutil.copytree(ivy, home / "home" / ".ivy2.5.2", dirs_exist_ok=True)
+    private = {**env, "HOME": str(home / "home"), "TMPDIR": str(home / "tmp"), "AIRFLOW_HOME": str(home / "airflow"),
+               "SPARK_LOCAL_DIRS": str(home / "spark"),
+               # A worker never touches the metadata database: a URL that leads nowhere proves it.
+               "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow' / 'no-such.db'}"}
+    log = open(folder / f"{name}.log", "w")
+    process = subprocess.Popen(["airflow", "edge", "worker", "--concurrency", "3", "--edge-hostname", name],
+                               env=private, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+def runs_job(process: subprocess.Popen, marker: str) -> bool:
+    """Whether a process of the worker's group runs a command containing ``marker``."""
+    out = subprocess.run(["ps", "-o", "pid=,args=", "-g", str(process.pid)], capture_output=True, text=True).stdout
+    return any(marker in line for line in out.splitlines())
+
+
+def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tmp_path):
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+
+    def lap(phase: str) -> None:
+        timings[phase] = round(time.monotonic() - started - sum(timings.values()), 1)
+        print(f"{phase}: {timings[phase]}s", flush=True)
+
+    # The feeds: the blob feed on Azurite with lastConsumable held back two hours; the CockroachDB sink
+    # on Azurite under a path; a Delta CDF source with a few commits.
+    feed = tmp_path / "feed"
+    truth = generate_feed(feed, FEED_SPEC)
+    segments_json = (feed / "meta" / "Segments.json").read_text()
+    held = json.loads(segments_json)
+    held["lastConsumable"] = format_time(FEED_SPEC.last_consumable - 2 * HOUR)
+    (feed / "meta" / "Segments.json").write_text(json.dumps(held))
+    azurite.upload_folder(feed, FEED_CONTAINER)
+    sink = tmp_path / "sink" / "shop"
+    sink_truth = generate_sink(sink, SINK_SPEC)
+    azurite.upload_folder(tmp_path / "sink", SINK_CONTAINER)
+    source = str(tmp_path / "source")
+    create_source(spark, source, rows=30)
+    simulator = SourceSimulator(spark, source, seed=5, key_space=60)
+    for kind in ("update", "delete", "merge"):
+        simulator.commit(kind)
+    lake = tmp_path / "lake"  # stands for the object storage holding the tables
+    lap("feeds generated")
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    base["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    blob_config = {"feed_root": f"az://{FEED_CONTAINER}", "wasb_conn_id": "wasb_lake",
+                   "events_table": str(lake / "blob_events"), "state_table": str(lake / "blob_state"),
+                   "windows_per_batch": 2, "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
+    cdf_config = {"pipelines": [{"name": "orders", "source_table": source, "target_table": str(lake / "orders"),
+                                 "keys": ["id"]}], "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
+    crdb_config = {"sink_root": f"az://{SINK_CONTAINER}/shop", "wasb_conn_id": "wasb_lake",
+                   "target_root": str(lake / "crdb"), "resolved_per_batch": 50,
+                   "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
+    with ExitStack() as stack:
+        database = stack.enter_context(postgres())
+        api_port = free_port()
+        env = service_env(
+            base, tmp_path / "airflow", database, api_port, ROOT,
+            AIRFLOW__CORE__EXECUTOR="airflow.providers.edge3.executors.EdgeExecutor",
+            AIRFLOW__EDGE__API_ENABLED="True",
+            AIRFLOW__EDGE__API_URL=f"http://127.0.0.1:{api_port}/edge_worker/v1/rpcapi",
+            AIRFLOW__EDGE__JOB_POLL_INTERVAL="1",
+            AIRFLOW__EDGE__HEARTBEAT_INTERVAL="5",
+            AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="30",
+            LAKEFEED_RETRY_DELAY_SECONDS="2",
+            AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[1]"}),
+            AIRFLOW_CONN_WASB_LAKE=json.dumps({"conn_type": "wasb", "login": azurite.account,
+                                               "password": azurite.key, "host": azurite.endpoint}),
+            AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(blob_config),
+            AIRFLOW_VAR_LAKEFEED_CDF_CONFIG=json.dumps(cdf_config),
+            AIRFLOW_VAR_LAKEFEED_CRDB_CONFIG=json.dumps(crdb_config),
+        )
+        env.pop("AZURE_STORAGE_CONNECTION_STRING", None)
+        airflow(env, "db", "migrate")
+        airflow(env, "pools", "set", "lakefeed_spark", "1", "spark jobs")
+        airflow(env, "pools", "set", "lakefeed_checkpoints", "1", "checkpoint writers")
+        stack.enter_context(airflow_services(tmp_path, env))
+        workers = {name: stack.enter_context(edge_worker(name, tmp_path / "workers", env)) for name in WORKERS}
+        for dag_id in (BLOB, CDF, CRDB):
+            wait_until(lambda: dag_id in airflow(env, "dags", "list", check=False).stdout, 180,
+                       f"the dag-processor to parse {dag_id}")
+        lap("Airflow and two workers up")
+
+        # 1. Scheduled runs of the three DAGs, on whichever worker is free.
+        for dag_id in (BLOB, CDF, CRDB):
+            airflow(env, "dags", "unpause", dag_id)
+        first = {dag_id: wait_until(lambda: (runs(env, dag_id) or [None])[0], 120, f"a scheduled run of {dag_id}")
+                 ["run_id"] for dag_id in (BLOB, CDF, CRDB)}
+        for dag_id, run_id in first.items():
+            run = wait_until(lambda: finished(env, dag_id, run_id), 900, f"{dag_id} {run_id} to finish")
+            assert run["state"] == "success", (dag_id, run)
+        lap("three scheduled runs")
+        ready = [w for w in truth.ready_windows() if w < FEED_SPEC.last_consumable - 2 * HOUR]
+        events = {r["id"] for r in spark.read.format("delta").load(blob_config["events_table"]).collect()}
+        assert events == {e.id for e in truth.claimed(ready)}
+        def rows(df):
+            return sorted(tuple(r) for r in df.select("id", "name", "amount", "touched").collect())
+        assert rows(live_rows(spark, str(lake / "orders"))) == rows(simulator.snapshot())
+        crdb_matches_truth(spark, lake / "crdb", sink_truth)
+        assert variable(env, "lakefeed_blob_checkpoint")["watermark"] == held["lastConsumable"]
+
+        # 2. An Airflow backfill of one past hour: re-applies its window, the checkpoint's progress stays.
+        progress = {k: v for k, v in variable(env, "lakefeed_blob_checkpoint").items()
+                    if k not in ("announced", "generation", "updatedBy")}
+        hour = FEED_SPEC.start.replace(minute=0)
+        airflow(env, "backfill", "create", "--dag-id", BLOB, "--from-date", format_time(hour),
+                "--to-date", format_time(hour))
+        backfill = wait_until(lambda: next((r for r in runs(env, BLOB) if r["run_id"].startswith("backfill__")),
+                                           None), 120, "the backfill run")["run_id"]
+        assert wait_until(lambda: finished(env, BLOB, backfill), 600, "the backfill")["state"] == "success"
+        assert {k: v for k, v in variable(env, "lakefeed_blob_checkpoint").items()
+                if k not in ("announced", "generation", "updatedBy")} == progress
+        lap("backfill run")
+
+        # 3. The feed advances; a run starts; right after its job's first Delta commit, the worker running
+        #    it is killed with everything it started. The task is retried on the other worker.
+        before = delta_versions(lake / "blob_events")
+        azurite.container(FEED_CONTAINER).upload_blob("meta/Segments.json", segments_json, overwrite=True)
+        airflow(env, "dags", "trigger", BLOB, "--run-id", "manual__after_kill")
+        wait_until(lambda: delta_versions(lake / "blob_events") > before, 600, "the job's first Delta commit")
+        victim = next((name for name, p in workers.items() if runs_job(p, "blob_changefeed_job.py")), None)
+        assert victim, "no worker runs the Spark job"
+        os.killpg(workers[victim].pid, signal.SIGKILL)
+        print(f"killed {victim} after events table version {before}", flush=True)
+        lap("run started, worker killed after a Delta commit")
+        run = wait_until(lambda: finished(env, BLOB, "manual__after_kill"), 900, "the run to converge")
+        assert run["state"] == "success", run
+        lap("retried on the other worker, converged")
+
+        # Every window ready now is in the targets, the checkpoint is at lastConsumable, and every
+        # commit of the pipeline is announced exactly once (the killed try's commit included).
+        events = {r["id"] for r in spark.read.format("delta").load(blob_config["events_table"]).collect()}
+        assert events == {e.id for e in truth.claimed(truth.ready_windows())}
+        assert variable(env, "lakefeed_blob_checkpoint")["watermark"] == format_time(FEED_SPEC.last_consumable)
+        for table in (blob_config["events_table"], blob_config["state_table"]):
+            assert_each_entry_announced_once(env, table, "lakefeed_blob_checkpoint")
+        assert_each_entry_announced_once(env, str(lake / "orders"), "lakefeed_cdf_checkpoint__orders")
+        hosts = {dag_id: task_hosts(env, dag_id) for dag_id in (BLOB, CDF, CRDB)}
+        print(json.dumps({d: {t: sorted(h) for t, h in hs.items()} for d, hs in hosts.items()}, indent=1))
+        assert {h for hs in hosts.values() for task in hs.values() for h in task} == set(WORKERS)
+        assert hosts[BLOB]["ingest_windows"] == set(WORKERS)  # the killed try and its retry
+        for name, process in workers.items():
+            if name != victim:
+                stop(process)
+    print("timings:", json.dumps(timings), flush=True)

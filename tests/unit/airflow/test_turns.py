@@ -1,0 +1,121 @@
+"""Commit steps taking turns (Lamport's bakery over registers): the decision as a pure function, the
+wait and its patience with a fake clock, and many processes writing one checkpoint at once through
+file registers (a real race, no lock) without losing an update."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
+
+from lakefeed.checkpoint import CdfCheckpoint  # noqa: E402
+from lakefeed_airflow.turns import Ticket, ahead_of, next_number, turn  # noqa: E402
+from tests.cells import FileCell, file_store  # noqa: E402
+
+
+def test_a_step_takes_a_number_above_every_number_held():
+    assert next_number([]) == 1
+    assert next_number([Ticket("a", number=3), Ticket("b", choosing=True), Ticket("c", number=7)]) == 8
+
+
+def test_a_step_waits_for_those_choosing_and_those_with_a_smaller_ticket():
+    own = Ticket("run-b", number=4)
+    others = [Ticket("run-a", number=4), Ticket("run-c", number=4), Ticket("run-d", number=3),
+              Ticket("run-e", choosing=True), Ticket("run-f"), Ticket("run-g", number=9)]
+    assert [t.run_id for t in ahead_of(own, others)] == ["run-a", "run-d", "run-e"]
+    assert ahead_of(own, [Ticket("run-f"), Ticket("run-g", number=9)]) == []
+
+
+def test_a_ticket_reads_back_from_xcom_and_tolerates_what_is_not_one():
+    assert Ticket.from_xcom("r", Ticket("r", True, 5).to_xcom()) == Ticket("r", True, 5)
+    assert Ticket.from_xcom("r", None) == Ticket("r") == Ticket.from_xcom("r", {"number": "x"})
+
+
+class ListRegisters:
+    def __init__(self, others):
+        self.pushed, self._others = [], others
+
+    def push(self, ticket):
+        self.pushed.append(ticket)
+
+    def others(self):
+        return self._others() if callable(self._others) else self._others
+
+
+def test_a_step_alone_takes_its_turn_at_once_and_gives_it_back():
+    registers = ListRegisters([])
+    with turn(registers, "run-1", sleep=lambda s: (_ for _ in ()).throw(AssertionError("waited"))):
+        assert registers.pushed == [Ticket("run-1", choosing=True), Ticket("run-1", number=1)]
+    assert registers.pushed[-1] == Ticket("run-1")
+
+
+def test_a_step_waits_until_the_step_ahead_is_done_and_gives_its_turn_back_on_error():
+    polls = iter([[Ticket("run-0", number=1)], [Ticket("run-0", number=1)], [Ticket("run-0", number=1)], []])
+    registers, slept = ListRegisters(lambda: next(polls)), []
+    try:
+        with turn(registers, "run-1", sleep=slept.append, poll=0.5):
+            assert registers.pushed[-1] == Ticket("run-1", number=2) and slept == [0.5, 0.5]
+            raise RuntimeError("the body failed")
+    except RuntimeError:
+        pass
+    assert registers.pushed[-1] == Ticket("run-1")
+
+
+def test_a_step_held_by_a_dead_one_goes_ahead_after_its_patience(caplog):
+    now = [0.0]
+    registers = ListRegisters([Ticket("run-zombie", number=1)])
+    with turn(registers, "run-1", patience=10, poll=1, clock=lambda: now[0],
+              sleep=lambda s: now.__setitem__(0, now[0] + s)):
+        assert now[0] == 10
+    assert "run-zombie held its turn for over 10s" in caplog.text
+
+
+class FileRegisters:
+    """One JSON file per participant (written atomically), as the XComs of the commit task instances."""
+
+    def __init__(self, folder: Path, me: str, everyone: list[str]):
+        self.folder, self.me, self.everyone = folder, me, everyone
+
+    def push(self, ticket):
+        FileCell(self.folder / f"{self.me}.json").set(json.dumps(ticket.to_xcom()))
+
+    def others(self):
+        tickets = []
+        for run in self.everyone:
+            path = self.folder / f"{run}.json"
+            if run != self.me and path.exists():
+                tickets.append(Ticket.from_xcom(run, json.loads(path.read_text())))
+        return tickets
+
+
+def _hammer(folder: str, worker: int, workers: int, rounds: int) -> None:
+    store = file_store(Path(folder), CdfCheckpoint)
+    registers = FileRegisters(Path(folder) / "turns", f"run-{worker}", [f"run-{w}" for w in range(workers)])
+    for round_ in range(rounds):
+        # Each write records its generation: a lost update would show as two writers with one generation.
+        def change(cp, round_=round_):
+            log = json.loads(cp.updated_by or "[]")
+            return cp.moved(applied_version=(cp.applied_version or 0) + 1,
+                            updated_by=json.dumps(log + [[worker, round_, cp.generation + 1]]))
+        with turn(registers, f"run-{worker}", poll=0.001, patience=60):
+            store.update(change)
+
+
+def test_many_processes_taking_turns_lose_no_update(tmp_path):
+    workers, rounds = 6, 15
+    os.makedirs(tmp_path / "turns")
+    processes = [multiprocessing.get_context("fork").Process(target=_hammer, args=(str(tmp_path), w, workers, rounds))
+                 for w in range(workers)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(60)
+        assert process.exitcode == 0
+    final = file_store(tmp_path, CdfCheckpoint).load()
+    writes = json.loads(final.updated_by)
+    assert final.applied_version == final.generation == workers * rounds == len(writes)
+    assert [generation for _, _, generation in writes] == list(range(1, workers * rounds + 1))
