@@ -29,11 +29,11 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 # file starting when everything else is done (xdist's default order, by test count, does just that:
 # it puts these one- to four-test files last).
 LONGEST_FIRST = (  # measured in a CI rehearsal (seconds of the file, under load)
+    "tests/fullstack/test_multi_worker.py",             # ~600, one test: start it first
     "tests/integration/test_cdf_dag.py",                # ~1100
     "tests/integration/test_cdf_job.py",                # ~1100
     "tests/integration/test_blob_dag.py",               # ~1000
     "tests/integration/test_cdf_dag_identity.py",       # ~550
-    "tests/fullstack/test_full_stack.py",               # ~550
     "tests/integration/test_blob_job.py",               # ~500
     "tests/ui/test_ui.py",                              # ~400
     "tests/integration/test_crdb_dag_identity.py",      # ~390

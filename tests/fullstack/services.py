@@ -1,10 +1,11 @@
 """Real services on loopback for the full-stack test, started and torn down by the test itself:
-PostgreSQL (Debian's server binaries), a Spark standalone master and worker (spark-class), and the
-Airflow api-server, scheduler, dag-processor and triggerer."""
+PostgreSQL (Debian's server binaries), a Spark standalone master and worker (spark-class), the
+Airflow api-server, scheduler, dag-processor and triggerer; and helpers to drive them through the CLI."""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import socket
@@ -163,3 +164,29 @@ def airflow(env: dict, *args: str, check: bool = True) -> subprocess.CompletedPr
                            f"{(result.stdout + result.stderr)[-3000:]}")
     return result
 
+
+
+def json_lines(out: str):
+    """The CLI's JSON output: the line that is a JSON list (warnings may precede it)."""
+    for line in out.splitlines():
+        if line.startswith("[{") or line.strip() == "[]":
+            return json.loads(line)
+    return None
+
+
+def task_states(env: dict, dag_id: str, run_id: str) -> dict[str, str]:
+    """``{task_id or task_id[map_index]: state}`` of one DAG run, through the CLI."""
+    rows = json_lines(airflow(env, "tasks", "states-for-dag-run", dag_id, run_id, "-o", "json").stdout) or []
+    return {r["task_id"] if r.get("map_index") in (None, "", -1, "-1") else f"{r['task_id']}[{r['map_index']}]":
+            r["state"] for r in rows}
+
+
+def wait_until(condition, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        print(f"{time.strftime('%H:%M:%S')} waiting for {what}: {value}", flush=True)
+        if value:
+            return value
+        time.sleep(2)
+    raise AssertionError(f"timed out after {seconds}s waiting for {what}")
