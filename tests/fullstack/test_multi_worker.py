@@ -25,6 +25,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import psutil
 import pytest
 
 from lakefeed.blob.generator import FeedSpec, generate_feed
@@ -53,6 +54,7 @@ BLOB, CDF, CRDB = "blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_c
 FEED_SPEC = FeedSpec(hours=4, events_per_hour=400, shards=2, records_per_chunk=200, gap_hours=(), seed=53)
 SINK_SPEC = SinkSpec(steps=12, changes_per_step=15, seed=7)
 FEED_CONTAINER, SINK_CONTAINER = "$blobchangefeed", "changefeeds"
+JOB = "blob_changefeed_job.py"
 WORKERS = ("worker-a", "worker-b")
 
 
@@ -104,19 +106,45 @@ def edge_worker(name: str, folder: Path, env: dict) -> Iterator[subprocess.Popen
     try:
         yield process
     finally:
+        tree = process_tree(process)
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                pass
+        machine_down(tree)  # whatever is left of it
         log.close()
 
 
-def runs_job(process: subprocess.Popen, marker: str) -> bool:
-    """Whether a process of the worker's group runs a command containing ``marker``."""
-    out = subprocess.run(["ps", "-o", "pid=,args=", "-g", str(process.pid)], capture_output=True, text=True).stdout
-    return any(marker in line for line in out.splitlines())
+def process_tree(process: subprocess.Popen) -> list[psutil.Process]:
+    """The worker and every process it started, whatever process group or session they moved to."""
+    try:
+        root = psutil.Process(process.pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def command_lines(tree: list[psutil.Process]) -> list[str]:
+    lines = []
+    for p in tree:
+        try:
+            lines.append(" ".join(p.cmdline()))
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            pass
+    return lines
+
+
+def machine_down(tree: list[psutil.Process]) -> None:
+    """SIGKILL a whole process tree at once, as a machine going down would (the Task SDK puts each task in
+    a process group of its own, so killing the worker's group alone would leave the task and its Spark
+    driver running)."""
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tmp_path):
@@ -153,7 +181,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
     base["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     blob_config = {"feed_root": f"az://{FEED_CONTAINER}", "wasb_conn_id": "wasb_lake",
                    "events_table": str(lake / "blob_events"), "state_table": str(lake / "blob_state"),
-                   "windows_per_batch": 2, "sensor_poke_seconds": 2, "sensor_timeout_seconds": 90}
+                   "windows_per_batch": 1, "sensor_poke_seconds": 2, "sensor_timeout_seconds": 90}
     cdf_config = {"pipelines": [{"name": "orders", "source_table": source, "target_table": str(lake / "orders"),
                                  "keys": ["id"]}], "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
     crdb_config = {"sink_root": f"az://{SINK_CONTAINER}/shop", "wasb_conn_id": "wasb_lake",
@@ -231,11 +259,12 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         assert variable(env, "lakefeed_blob_checkpoint") == checkpoint
         lap("two backfill runs at once")
 
-        # 3. The feed advances and a run is triggered (or the scheduler's hourly run, if the hour turns,
-        #    takes the new windows first); right after its job's first Delta commit, the worker running it
-        #    is killed with everything it started. The task is retried on the other worker, and every
-        #    blob run ends green.
-        def commits() -> int:  # the job's first commit, to either table, leaves it another MERGE to do
+        # 3. The feed advances by two windows (one batch each) and a run is triggered (or the scheduler's
+        #    hourly run, if the hour turns, takes the new windows first). Right after the run's first Delta
+        #    commit, the worker running a blob job (the first batch's, its other MERGE still to do, or the
+        #    second's) goes down with every process it started. That task is retried on the other worker,
+        #    and every blob run ends green.
+        def commits() -> int:
             return delta_versions(lake / "blob_events") + delta_versions(lake / "blob_state")
         before = commits()
         azurite.container(FEED_CONTAINER).upload_blob("meta/Segments.json", segments_json, overwrite=True)
@@ -244,10 +273,18 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         while commits() <= before:  # polled tightly: the job goes on at once
             assert time.monotonic() < deadline, "the job made no Delta commit"
             time.sleep(0.05)
-        victim = next((name for name, p in workers.items() if runs_job(p, "blob_changefeed_job.py")), None)
-        assert victim, "no worker runs the Spark job"
-        os.killpg(workers[victim].pid, signal.SIGKILL)
-        print(f"killed {victim} after the job's first Delta commit", flush=True)
+        # The worker running a blob job now (this one's other MERGE, or the next batch's job) goes down.
+        while True:
+            trees = {name: process_tree(p) for name, p in workers.items()}
+            victim = next((name for name, tree in trees.items()
+                           if any(JOB in line for line in command_lines(tree))), None)
+            if victim:
+                break
+            assert time.monotonic() < deadline, "no worker ran a blob job after the first commit"
+            time.sleep(0.05)
+        machine_down(trees[victim])
+        print(f"killed {victim} and its {len(trees[victim])} processes after the run's first Delta commit",
+              flush=True)
         lap("run started, worker killed after a Delta commit")
         settled = wait_until(lambda: (lambda found: found if found and all(
             r["state"] in ("success", "failed") for r in found) else None)(runs(env, BLOB)), 900,
@@ -268,10 +305,8 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         assert {h for hs in hosts.values() for task in hs.values() for h in task} == set(WORKERS)
         retried = metadata_rows(env, "SELECT run_id FROM task_instance WHERE dag_id = :dag AND task_id = "
                                      "'ingest_windows' AND try_number > 1", dag=BLOB)
-        if retried:  # the killed try and its retry, on the other worker
-            assert hosts[BLOB]["ingest_windows"] == set(WORKERS)
-        else:  # the job finished between its last commit and the kill: nothing to retry
-            print("the killed worker's job had already finished; no retry was needed", flush=True)
+        assert retried, "the killed job's task was not retried"
+        assert hosts[BLOB]["ingest_windows"] == set(WORKERS)  # the killed try, and its retry elsewhere
         for name, process in workers.items():
             if name != victim:
                 stop(process)
