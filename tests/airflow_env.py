@@ -65,6 +65,17 @@ def variable(env: dict[str, str], name: str) -> dict | None:
     return json.loads(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else None
 
 
+def progress(checkpoint: dict) -> dict:
+    """A checkpoint's progress: what it says was applied, without its ``announced`` marks (which catch
+    up with the asset events the step before recorded) and its write bookkeeping."""
+    return {k: v for k, v in checkpoint.items() if k not in ("announced", "generation", "updatedBy")}
+
+
+def assert_marks_caught_up(checkpoint: dict) -> None:
+    """The ``announced`` marks are past every commit the checkpoint recorded (no foreign writer here)."""
+    assert checkpoint["announced"] == checkpoint["targets"], checkpoint
+
+
 def _metadata(env: dict[str, str]) -> sqlite3.Connection:
     return sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db", timeout=30)
 

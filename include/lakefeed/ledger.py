@@ -150,6 +150,8 @@ class Announcement:
 
     entries: dict[str, list[LedgerEntry]]
     marks: dict[str, TableMark]
+    named: bool = False  # whether the marks pass entries an event names (they must not wait for the next
+    #                      announcement to do so: events purged meanwhile would have them announced again)
 
 
 # An asset event may be recorded a little before the commit time the writer's clock gave (clock skew):
@@ -180,11 +182,12 @@ def unannounced(locations: list[str], pipeline_id: str, announced: dict[str, Tab
     times = [e.committed_ms for entries, _, _ in found.values() for e in entries if e.committed_ms is not None]
     is_announced = announced_since(min(times) - EVENT_CLOCK_MARGIN_MS if times else None) \
         if any(entries for entries, _, _ in found.values()) else nothing_announced(None)
-    pending, marks = {}, dict(announced)
+    pending, marks, named = {}, dict(announced), False
     for location, (entries, now, start) in found.items():
         todo = [e for e in entries if not is_announced(e)]
         if todo:
             pending[location] = todo
         done = entries[:entries.index(todo[0])] if todo else entries
+        named = named or bool(done)
         marks[location] = now if not todo else done[-1].mark if done else start
-    return Announcement(pending, marks)
+    return Announcement(pending, marks, named)

@@ -56,12 +56,14 @@ def emit_asset_events(alias_events, report: dict) -> None:
         alias_events.add(Asset(change["uri"]), extra=change["extra"])
 
 
-def recorded_events(alias_events) -> AnnouncedSince:
+def recorded_events(alias_events: Callable[[], Any]) -> AnnouncedSince:
     """What the asset events Airflow recorded through the pipeline's alias announced
-    (:func:`lakefeed.assets.announced_in`), read from a given commit time on."""
+    (:func:`lakefeed.assets.announced_in`), read from a given commit time on. ``alias_events`` gives a
+    fresh accessor each time (``after`` changes an accessor in place and caches what it read)."""
     def announced_since(since_ms: int | None) -> IsAnnounced:
-        events = alias_events if since_ms is None else \
-            alias_events.after(datetime.fromtimestamp(since_ms / 1000, tz=timezone.utc).isoformat())
+        events = alias_events()
+        if since_ms is not None:
+            events = events.after(datetime.fromtimestamp(since_ms / 1000, tz=timezone.utc).isoformat())
         return announced_in((event.asset.uri, event.extra) for event in events)
     return announced_since
 
@@ -99,7 +101,7 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
         planned = planned_or_skip(ti, plan_task_id)
         outputs = JobOutputs.pulled(ti, apply_task_id, len(ti.xcom_pull(task_ids=ARGUMENTS_TASK_ID) or []))
         with refusals_fail_the_task(), summary_kept_on_failure(ti), turn(Registers(ti, commit_task_id), run_id):
-            report = commit(planned, outputs, run_id, recorded_events(inlet_events[alias]))
+            report = commit(planned, outputs, run_id, recorded_events(lambda: inlet_events[alias]))
         emit_asset_events(outlet_events[alias], report)
         return report
 

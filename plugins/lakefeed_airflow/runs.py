@@ -131,12 +131,14 @@ class Announcer:
     def marks(self, checkpoint: Any) -> dict[str, TableMark]:
         """The ``announced`` marks ``checkpoint`` gets: past the entries Airflow's events name, up to the
         first one none names (a target mark the checkpoint moves now is not taken for an announced one).
-        They move only with a step that announces something (or sees a table first): a step with nothing
-        to announce leaves them, so it writes nothing it need not."""
+        They move with a step that announces something, finds entries announced since the marks (by the
+        step before it: an idle pipeline's marks do not wait for its next commit, when ``airflow db
+        clean`` may have purged the events) or sees a table first; otherwise the step leaves them, so it
+        writes nothing it need not (commits of other writers alone do not move them)."""
         fallback = {self.table_key(location): mark for location, mark in checkpoint.targets.items()}
         self.found = unannounced(self.locations, self.pipeline_id, checkpoint.announced, fallback,
                                  self.announced_since)
-        if self.found.entries or set(self.found.marks) - set(checkpoint.announced):
+        if self.found.entries or self.found.named or set(self.found.marks) - set(checkpoint.announced):
             return self.found.marks
         return dict(checkpoint.announced)
 

@@ -8,12 +8,18 @@ steps of one DAG also queue by Lamport's bakery algorithm, whose registers are X
 
 1. push ``choosing``; take a number one above every number the other running commit steps hold; push it;
 2. wait while another running commit step is choosing, or holds a smaller ``(number, run_id)``;
-3. take the turn (read the checkpoint, compare, write, announce); push number 0.
+3. take the turn (read the checkpoint, compare, write, announce). A step that succeeds keeps its number:
+   Airflow records its asset events in the same transaction that ends its task instance's ``running``
+   state, and only running steps are waited for, so the next step cannot read the events before they are
+   there. A step that fails pushes number 0 (Airflow drops the events of a failed task).
 
 Each register is one XCom value, so ``choosing`` and ``number`` are read together. A commit step killed
 while it holds a number leaves its task instance running until the scheduler notices; with no scheduler
-(``airflow dags test``) it never does, so a step waits at most ``patience`` seconds for one run before it
-goes ahead with a warning naming it (the checkpoint's compare-and-set still refuses a lost update).
+(``airflow dags test``) it never does. So a step that has waited ``patience`` seconds for the same holder
+at the head of the queue (or for a step stuck choosing) goes ahead of that one, with a warning naming its
+run, and keeps waiting for every other step ahead of it. A live holder slower than ``patience`` would be
+passed too: a commit step reads Delta logs and writes a Variable, seconds of work, and the default is two
+minutes.
 """
 
 from __future__ import annotations
@@ -88,6 +94,14 @@ class Registers:
                                                    map_indexes=None)) for run in runs]
 
 
+def blocking(ahead: list[Ticket]) -> list[Ticket]:
+    """The steps ahead that hold the queue up now: those choosing, and the smallest number (the ones
+    behind it wait for it too, so their own wait says nothing of them)."""
+    numbered = [t for t in ahead if not t.choosing]
+    head = [min(numbered, key=lambda t: (t.number, t.run_id))] if numbered else []
+    return [t for t in ahead if t.choosing] + head
+
+
 @contextmanager
 def turn(registers: TurnRegisters, run_id: str, patience: float = 120.0, poll: float = 1.0,
          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Iterator[None]:
@@ -96,20 +110,33 @@ def turn(registers: TurnRegisters, run_id: str, patience: float = 120.0, poll: f
     try:
         own = Ticket(run_id, number=next_number(registers.others()))
         registers.push(own)
-        started = clock()
-        waited_for: list[Ticket] = []
+        since: dict[Ticket, float] = {}  # when each register now blocking the queue began to, unchanged
+        passed: set[Ticket] = set()
+        waited_for: list[str] = []
         while True:
-            ahead = ahead_of(own, registers.others())
+            ahead = [t for t in ahead_of(own, registers.others()) if t not in passed]
             if not ahead:
                 break
-            if [t.run_id for t in ahead] != [t.run_id for t in waited_for]:
-                log.info("waiting for the commit step of %s to finish", ", ".join(t.run_id for t in ahead))
-                waited_for = ahead
-            if clock() - started >= patience:
-                log.warning("the commit step of %s held its turn for over %.0fs (killed without a scheduler to "
-                            "notice?); going ahead", ", ".join(t.run_id for t in ahead), patience)
+            if [t.run_id for t in ahead] != waited_for:
+                waited_for = [t.run_id for t in ahead]
+                log.info("waiting for the commit step of %s to finish", ", ".join(waited_for))
+            now = clock()
+            for ticket in blocking(ahead):
+                if now - since.setdefault(ticket, now) >= patience:
+                    log.warning("the commit step of %s has held the turn for over %.0fs (killed without a "
+                                "scheduler to notice?); going ahead of it", ticket.run_id, patience)
+                    passed.add(ticket)
+            if all(t in passed for t in ahead):
                 break
             sleep(poll)
-        yield
-    finally:
+    except BaseException:
         registers.push(Ticket(run_id))
+        raise
+    try:
+        yield
+    except BaseException:
+        try:
+            registers.push(Ticket(run_id))  # failed: its events are dropped, the next step may go
+        except Exception:  # the step's own error is the one to report
+            log.warning("could not give the checkpoint turn back (it lapses when the task ends)", exc_info=True)
+        raise

@@ -54,6 +54,7 @@ for run in range(runs):
         plan = {"kind": "scheduled", "origin": 0, "sourceTableId": "s-1"}
     with turn(VariableRegisters(), kind, poll=0.01):
         before, after = store.update(lambda cp: _moved(cp, plan, mine, done, pipeline, f"{kind}-{run}", cp.announced))
+    VariableRegisters().push(Ticket(kind))  # the step's task instance ends: no longer running
     if after != before:
         writes.append([before.applied_version, after.applied_version, after.generation])
 print(json.dumps(writes))

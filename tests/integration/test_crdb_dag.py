@@ -12,9 +12,11 @@ from lakefeed.crdb.generator import SinkSpec, generate_sink
 from lakefeed.crdb.hlc import Hlc
 from tests.airflow_env import (
     assert_each_entry_announced_once,
+    assert_marks_caught_up,
     dags_test,
     dags_test_env,
     last_run_id,
+    progress,
     task_tries,
     variable,
     with_config,
@@ -67,7 +69,8 @@ def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     dags_test(env, DAG, {"after_resolved": truth.resolved[0], "through_resolved": truth.resolved[3]})
     report = xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoint")
     assert report["kind"] == "backfill" and (report["inserted"], report["updated"], report["deleted"]) == (0, 0, 0)
-    assert variable(env, "lakefeed_crdb_checkpoint") == before
+    assert progress(variable(env, "lakefeed_crdb_checkpoint")) == progress(before)
+    assert_marks_caught_up(variable(env, "lakefeed_crdb_checkpoint"))
     assert_matches_truth(spark, tmp_path / "lake", truth)
     for topic in ("customers", "orders"):  # each topic table's commits announced once
         assert_each_entry_announced_once(env, str(tmp_path / "lake" / topic), "lakefeed_crdb_checkpoint")

@@ -94,17 +94,17 @@ def test_marks_move_past_the_entries_an_event_names_up_to_the_first_none_names(t
     # v1 was announced, v3 not (its step failed), v6 was (a later step): v3 is due, the mark stops before it.
     found = unannounced([location], "cp_orders", {}, {}, since(events_naming([everything[0], everything[2]])))
     assert [e.version for e in found.entries[location]] == [3]
-    assert found.marks == {location: TableMark(everything[0].table_id, 1)}
+    assert found.marks == {location: TableMark(everything[0].table_id, 1)} and found.named
     # The events were asked for from a day before the oldest entry's commit time.
     assert asked == [min(e.committed_ms for e in everything) - EVENT_CLOCK_MARGIN_MS]
     # Every entry named (by commit id, or by version for older events): nothing due, the mark past all.
     for by in ("commitIds", None):
         done = unannounced([location], "cp_orders", {}, {}, since(events_naming(everything, by)))
-        assert done.entries == {} and done.marks == {location: TableMark(table_id, 6)}
+        assert done.entries == {} and done.marks == {location: TableMark(table_id, 6)} and done.named
     # From there nothing is left to read, and no event is asked for.
     asked.clear()
     again = unannounced([location], "cp_orders", done.marks, {}, since([]))
-    assert again.entries == {} and again.marks == done.marks and asked == []
+    assert again.entries == {} and again.marks == done.marks and asked == [] and not again.named
 
 
 def test_an_event_of_a_commit_with_the_same_version_but_another_id_does_not_count(tmp_path):

@@ -322,11 +322,15 @@ def test_asset_events_come_from_the_ledger_once_each_whatever_the_runs_did(confi
     assert change["extra"]["windows"] == sorted(windows[0] + windows[1] + windows[2])
     assert store.load().announced[events].version == -1  # not yet confirmed by a recorded event
 
-    # The commit step cleared and run again: its events are recorded, it announces nothing and writes
-    # nothing (the marks wait for a step that announces something).
+    # The commit step cleared and run again: its events are recorded, so it announces nothing and moves
+    # the marks past the entries they name (so purged events cannot have them announced again). A step
+    # after it finds nothing new and writes nothing.
     generation = store.load().generation
     again = blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__6 cleared", airflow_events)
-    assert again["targetsChanged"] == [] and store.load().generation == generation
+    assert again["targetsChanged"] == [] and store.load().announced[events].version == 3
+    generation = store.load().generation
+    blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__6 cleared twice", airflow_events)
+    assert store.load().generation == generation
 
     # A backfill's commit step announces its own entries, without moving the watermark.
     watermark = store.load().watermark
@@ -336,7 +340,7 @@ def test_asset_events_come_from_the_ledger_once_each_whatever_the_runs_did(confi
     job_commit(events, pipeline_id, ["2026-01-01T01:10:00Z"])
     report = succeeded(blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7", airflow_events))
     assert announced_commits(report) == {events: [4]} and report["targetsChanged"][0]["extra"]["rowsInserted"] == 7
-    assert store.load().announced[events].version == 3  # past the entries confirmed, up to the one announced now
+    assert store.load().announced[events].version == 3  # up to the one announced now, not past it
     assert blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7 cleared", airflow_events)[
         "targetsChanged"] == []
-    assert store.load().watermark == watermark and store.load().announced[events].version == 3
+    assert store.load().watermark == watermark and store.load().announced[events].version == 4  # now past it

@@ -46,11 +46,13 @@ class ListRegisters:
         return self._others() if callable(self._others) else self._others
 
 
-def test_a_step_alone_takes_its_turn_at_once_and_gives_it_back():
+def test_a_step_alone_takes_its_turn_at_once_and_keeps_its_number_until_its_task_ends():
+    # Airflow records the step's asset events as its task instance leaves "running": giving the number
+    # back before that would let the next step read the events before they exist.
     registers = ListRegisters([])
     with turn(registers, "run-1", sleep=lambda s: (_ for _ in ()).throw(AssertionError("waited"))):
         assert registers.pushed == [Ticket("run-1", choosing=True), Ticket("run-1", number=1)]
-    assert registers.pushed[-1] == Ticket("run-1")
+    assert registers.pushed[-1] == Ticket("run-1", number=1)
 
 
 def test_a_step_waits_until_the_step_ahead_is_done_and_gives_its_turn_back_on_error():
@@ -71,7 +73,31 @@ def test_a_step_held_by_a_dead_one_goes_ahead_after_its_patience(caplog):
     with turn(registers, "run-1", patience=10, poll=1, clock=lambda: now[0],
               sleep=lambda s: now.__setitem__(0, now[0] + s)):
         assert now[0] == 10
-    assert "run-zombie held its turn for over 10s" in caplog.text
+    assert "run-zombie has held the turn for over 10s" in caplog.text
+
+
+def test_patience_runs_for_the_head_of_the_queue_only_and_passes_no_live_step(caplog):
+    # A dead step holds number 1; a live one with number 2 waits for it too, then passes it at t=10 and
+    # works until t=18. The step with number 3 passes the dead one only, and goes in when the live one ends.
+    now = [0.0]
+
+    def others():
+        live = [Ticket("run-b", number=2)] if now[0] < 18 else []
+        return [Ticket("run-a", number=1), *live]
+    registers = ListRegisters(others)
+    with turn(registers, "run-c", patience=10, poll=1, clock=lambda: now[0],
+              sleep=lambda s: now.__setitem__(0, now[0] + s)):
+        assert registers.pushed[-1] == Ticket("run-c", number=3)
+        assert now[0] == 18
+    assert "run-a has held" in caplog.text and "run-b has held" not in caplog.text
+
+
+def test_a_step_stuck_choosing_is_passed_after_the_patience_too():
+    now = [0.0]
+    registers = ListRegisters([Ticket("run-a", choosing=True)])
+    with turn(registers, "run-b", patience=5, poll=1, clock=lambda: now[0],
+              sleep=lambda s: now.__setitem__(0, now[0] + s)):
+        assert now[0] == 5
 
 
 class FileRegisters:
@@ -103,6 +129,7 @@ def _hammer(folder: str, worker: int, workers: int, rounds: int) -> None:
                             updated_by=json.dumps(log + [[worker, round_, cp.generation + 1]]))
         with turn(registers, f"run-{worker}", poll=0.001, patience=60):
             store.update(change)
+        registers.push(Ticket(f"run-{worker}"))  # its task instance ends: Airflow no longer lists it running
 
 
 def test_many_processes_taking_turns_lose_no_update(tmp_path):
