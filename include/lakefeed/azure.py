@@ -11,6 +11,7 @@ from the Spark UI and logs.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
 ACCOUNT_NAME = "AZURE_STORAGE_ACCOUNT_NAME"
@@ -72,9 +73,41 @@ def executor_env_settings(environ: dict[str, str] | None = None) -> dict[str, st
     return {f"spark.executorEnv.{name}": environ[name] for name in CREDENTIAL_ENV if environ.get(name)}
 
 
-def container_and_prefix(url: str) -> tuple[str, str]:
-    """``az://$blobchangefeed/x`` or ``abfs://$blobchangefeed@acct.dfs.core.windows.net/x`` → (container, x)."""
+AZURE_SCHEMES = ("az", "abfs", "abfss", "wasb", "wasbs")
+
+
+@dataclass(frozen=True)
+class AzureLocation:
+    """Where an Azure URL points: a container, a folder in it (``""`` at the container's root, else any
+    depth) and the storage account when the URL names one (``abfss://c@account.dfs.core.windows.net``)."""
+
+    container: str
+    prefix: str
+    account: str | None
+
+
+def is_azure_url(url: str) -> bool:
+    return urlparse(url).scheme in AZURE_SCHEMES
+
+
+def azure_location(url: str) -> AzureLocation:
+    """Parse any of the forms an Azure location is written in: ``az://container/a/b``,
+    ``abfs[s]://container@account.dfs.core.windows.net/a/b``, ``wasb[s]://container@account.blob.core.windows.net/a/b``,
+    each with or without a path."""
     parsed = urlparse(url)
-    if parsed.scheme not in ("az", "abfs", "abfss"):
-        raise ValueError(f"not an Azure Blob URL (az://, abfs://, abfss://): {url}")
-    return parsed.netloc.split("@")[0], parsed.path.strip("/")
+    if parsed.scheme not in AZURE_SCHEMES:
+        raise ValueError(f"not an Azure storage URL ({', '.join(s + '://' for s in AZURE_SCHEMES)}): {url}")
+    container, _, host = parsed.netloc.partition("@")
+    if not container:
+        raise ValueError(f"no container in the Azure URL {url}")
+    account = host.split(".")[0] if host else None
+    return AzureLocation(container, "/".join(part for part in parsed.path.split("/") if part), account or None)
+
+
+def fsspec_url(url: str) -> str:
+    """The URL adlfs opens for ``url``: the ``wasb[s]://`` form (Hadoop's) becomes ``abfs://`` with the same
+    container, account and path; other URLs are returned as they are."""
+    parsed = urlparse(url)
+    if parsed.scheme in ("wasb", "wasbs"):
+        return parsed._replace(scheme="abfs").geturl()
+    return url

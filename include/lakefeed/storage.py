@@ -74,8 +74,10 @@ class Store(StoreBase):
     options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        from lakefeed.azure import fsspec_url
+
         self.root = self.root.rstrip("/") or "/"
-        self._fs, self._root_path = url_to_fs(self.root, **self.options)
+        self._fs, self._root_path = url_to_fs(fsspec_url(self.root), **self.options)
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:

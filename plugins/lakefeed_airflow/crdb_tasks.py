@@ -30,7 +30,7 @@ from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CrdbConfig, as_mapping
 from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.hlc import Hlc
-from lakefeed.crdb.sink import RESOLVED, list_sink
+from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
 from lakefeed.errors import ConfigError, WindowNotReadyError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
@@ -78,6 +78,7 @@ def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any],
         raise ConfigError(f"after_resolved {after} must be before through_resolved {through}")
     kind = run_kind(run, through is not None, bool(params.get("reset_checkpoint")))
     store = feed_store(config.sink_root, config.wasb_conn_id)
+    require_sink(store)
     target_root = root_of(config.target_root)
     if kind == SCHEDULED:
         verify_feed(checkpoint.sink, store.identity, where, RESET_REMEDY)

@@ -168,12 +168,13 @@ def resolved_readiness(*, sink_root: str, wasb_conn_id: str | None, resolved: st
     on (never the whole sink); refuses a checkpoint of another sink."""
     from lakefeed.checkpoint import verify_feed
     from lakefeed.crdb.hlc import Hlc
-    from lakefeed.crdb.sink import RESOLVED, list_sink
+    from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
     from lakefeed_airflow.crdb_tasks import RESET_REMEDY
     from lakefeed_airflow.wasb_feed import feed_store
 
     store = feed_store(sink_root, wasb_conn_id)
     verify_feed(sink_identity, store.identity, f"Variable {checkpoint_variable}", RESET_REMEDY)
+    require_sink(store)
     cursor = Hlc.parse(resolved) if resolved else None
     newer = [f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED and (cursor is None or f.timestamp > cursor)]
     return bool(newer), {"resolved": resolved, "newestResolved": str(max(newer)) if newer else resolved}

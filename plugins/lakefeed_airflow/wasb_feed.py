@@ -7,7 +7,7 @@ import posixpath
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from lakefeed.azure import container_and_prefix, credential_env
+from lakefeed.azure import azure_location, credential_env
 from lakefeed.storage import Entry, StoreBase
 
 
@@ -40,7 +40,8 @@ class WasbContainerStore(StoreBase):
         return self._container.get_blob_client(self._name(relative)).exists()
 
     def list(self, relative: str) -> list[Entry]:
-        prefix = self._name(relative).rstrip("/") + "/"
+        folder = self._name(relative).strip("/")
+        prefix = folder + "/" if folder else ""  # the container's root: no prefix (not "/")
         entries = []
         for item in self._container.walk_blobs(name_starts_with=prefix, delimiter="/"):
             name = item.name[len(prefix):].rstrip("/")
@@ -57,9 +58,15 @@ def feed_store(feed_root: str, wasb_conn_id: str | None) -> StoreBase:
         return Store(feed_root)
     from airflow.providers.microsoft.azure.hooks.wasb import WasbHook
 
-    container, prefix = container_and_prefix(feed_root)
-    client = WasbHook(wasb_conn_id=wasb_conn_id).get_conn().get_container_client(container)
-    return WasbContainerStore(feed_root, client, prefix)
+    location = azure_location(feed_root)
+    client = WasbHook(wasb_conn_id=wasb_conn_id).get_conn().get_container_client(location.container)
+    if location.account and client.account_name and location.account != client.account_name:
+        from lakefeed.errors import FeedConfigError
+
+        raise FeedConfigError(f"{feed_root} is in the storage account {location.account}, but the connection "
+                              f"{wasb_conn_id} is for the account {client.account_name}: configure the "
+                              f"connection of that account")
+    return WasbContainerStore(feed_root, client, location.prefix)
 
 
 def spark_credential_env(wasb_conn_id: str) -> dict[str, str]:

@@ -3,9 +3,11 @@ from lakefeed.azure import (
     ACCOUNT_NAME,
     CONNECTION_STRING,
     SAS_TOKEN,
-    container_and_prefix,
+    AzureLocation,
+    azure_location,
     credential_env,
     executor_env_settings,
+    fsspec_url,
 )
 
 import pytest
@@ -35,11 +37,27 @@ def test_executor_env_only_forwards_credentials_present():
     assert executor_env_settings({ACCOUNT_NAME: "a", "HOME": "/root"}) == {f"spark.executorEnv.{ACCOUNT_NAME}": "a"}
 
 
-def test_container_and_prefix():
-    assert container_and_prefix("az://$blobchangefeed") == ("$blobchangefeed", "")
-    assert container_and_prefix("abfss://$blobchangefeed@acct.dfs.core.windows.net/x/y") == ("$blobchangefeed", "x/y")
-    with pytest.raises(ValueError):
-        container_and_prefix("/local/feed")
+def test_an_azure_location_reads_the_same_in_every_form_at_any_depth():
+    forms = {
+        "az://$blobchangefeed": AzureLocation("$blobchangefeed", "", None),
+        "az://changefeeds/": AzureLocation("changefeeds", "", None),
+        "az://changefeeds/shop/eu//west": AzureLocation("changefeeds", "shop/eu/west", None),
+        "abfss://$blobchangefeed@acct.dfs.core.windows.net/x/y": AzureLocation("$blobchangefeed", "x/y", "acct"),
+        "abfs://lake@acct.dfs.core.windows.net": AzureLocation("lake", "", "acct"),
+        "wasbs://lake@acct.blob.core.windows.net/a": AzureLocation("lake", "a", "acct"),
+        "wasb://lake@acct.blob.core.windows.net/": AzureLocation("lake", "", "acct"),
+    }
+    assert {url: azure_location(url) for url in forms} == forms
+    for not_azure in ("/local/feed", "file:///x", "s3://bucket/x"):
+        with pytest.raises(ValueError, match="not an Azure storage URL"):
+            azure_location(not_azure)
+    with pytest.raises(ValueError, match="no container"):
+        azure_location("abfss://@acct.dfs.core.windows.net/x")
+
+
+def test_adlfs_opens_the_hadoop_wasb_form_as_abfs():
+    assert fsspec_url("wasbs://lake@acct.blob.core.windows.net/a/b") == "abfs://lake@acct.blob.core.windows.net/a/b"
+    assert fsspec_url("az://lake/a") == "az://lake/a" and fsspec_url("/tmp/x") == "/tmp/x"
 
 
 def test_spark_redaction_covers_every_secret_we_forward():

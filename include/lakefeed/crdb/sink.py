@@ -23,7 +23,7 @@ from datetime import timedelta
 from typing import Iterator
 
 from lakefeed.crdb.hlc import Hlc
-from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyError
+from lakefeed.errors import FeedConfigError, FeedCorruptError, FeedError, WindowNotReadyError
 from lakefeed.storage import StoreBase
 
 _DATA = re.compile(
@@ -78,6 +78,15 @@ def parse_file(key: str, size: int, where: str) -> SinkFile | None:
                                f"(<33-digit timestamp>-<uniquer>-<topic>-<hex schema id>.<format>, or "
                                f"<33-digit timestamp>.RESOLVED)")
     return None
+
+
+def require_sink(store: StoreBase) -> None:
+    """Refuse a sink root with nothing at all under it (a wrong path, container or account, or a changefeed
+    that never wrote there): waiting for a RESOLVED file there would only end, green, in an empty run."""
+    if not store.list(""):
+        raise FeedError(f"the changefeed sink {store.url('')} holds nothing at all (no date folder, no file): set "
+                        f"sink_root to the location the changefeed writes to (CREATE CHANGEFEED … INTO …, with the "
+                        f"container's root or its path), read through the storage account's connection")
 
 
 def list_sink(store: StoreBase, since: Hlc | None = None) -> list[SinkFile]:

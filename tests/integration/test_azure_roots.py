@@ -1,0 +1,110 @@
+"""Azure locations at any root, in every URL form, on a real Azurite: a CockroachDB sink at a container's
+root, under a path, under a deep path, written ``az://``, ``abfss://`` or ``wasbs://``, is read the same
+through the ``wasb`` connection (sensor, planner) and through adlfs (the Spark executors); a sink root
+with nothing under it is refused naming it, never waited on into a green empty run; and a scheduled DAG
+run applies a sink at a container's root."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakefeed.crdb.generator import SinkSpec, generate_sink
+from lakefeed.crdb.sink import list_sink
+from lakefeed.errors import FeedConfigError, FeedError
+from lakefeed.storage import Store
+from tests.airflow_env import dags_test, dags_test_env, variable, with_config
+from tests.integration.test_crdb_job import assert_matches_truth
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "plugins"))
+SPEC = SinkSpec(steps=6, changes_per_step=10, seed=41)
+# (container, path in it) of each sink: the container's root, a folder, a deep folder.
+PLACES = (("crdbroot", ""), ("crdbnested", "shop"), ("crdbdeep", "eu/west/shop"))
+
+
+def wasb_connection(azurite) -> str:
+    return json.dumps({"conn_type": "wasb", "login": azurite.account, "password": azurite.key,
+                       "host": azurite.endpoint})
+
+
+def forms(azurite, container: str, path: str) -> list[str]:
+    suffix = f"/{path}" if path else ""
+    return [f"az://{container}{suffix}",
+            f"abfss://{container}@{azurite.account}.dfs.core.windows.net{suffix}",
+            f"wasbs://{container}@{azurite.account}.blob.core.windows.net{suffix}/"]
+
+
+@pytest.fixture(scope="module")
+def sinks(azurite, tmp_path_factory):
+    """One generated sink, uploaded to each place; the local copy is the reference."""
+    local = tmp_path_factory.mktemp("crdbsink")
+    truth = generate_sink(local, SPEC)
+    for container, path in PLACES:
+        client = azurite.container(container)
+        for blob in client.list_blobs():
+            client.delete_blob(blob.name)
+        for file in sorted(p for p in local.rglob("*") if p.is_file()):
+            name = "/".join(part for part in (path, str(file.relative_to(local))) if part)
+            with file.open("rb") as handle:
+                client.upload_blob(name, handle, overwrite=True)
+    return local, truth
+
+
+def listing(files) -> list[tuple[str, int]]:
+    return [(f.key, f.size) for f in files]
+
+
+def test_a_sink_reads_the_same_at_any_root_in_every_form(azurite, sinks, monkeypatch):
+    from lakefeed_airflow.wasb_feed import feed_store
+
+    local, _ = sinks
+    monkeypatch.setenv("AIRFLOW_CONN_WASB_LAKE", wasb_connection(azurite))
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)  # adlfs, as on executors
+    reference = listing(list_sink(Store(str(local))))
+    assert any(key.endswith(".RESOLVED") for key, _ in reference)
+    for container, path in PLACES:
+        identities = set()
+        for url in forms(azurite, container, path):
+            through_connection = feed_store(url, "wasb_lake")
+            assert listing(list_sink(through_connection)) == reference, url
+            assert listing(list_sink(Store(url))) == reference, url
+            first = reference[0][0]
+            assert through_connection.read_bytes(first) == (local / first).read_bytes(), url
+            identities.add(through_connection.identity)
+        # Every form of one location is the same sink to a checkpoint.
+        assert identities == {f"azure://{azurite.account}/{'/'.join(p for p in (container, path) if p)}"}
+
+
+def test_a_sink_root_with_nothing_under_it_is_refused_naming_it(azurite, sinks, monkeypatch):
+    from lakefeed_airflow.triggers import resolved_readiness
+
+    monkeypatch.setenv("AIRFLOW_CONN_WASB_LAKE", wasb_connection(azurite))
+    azurite.container("crdbempty")
+    for url in ("az://crdbempty", "az://crdbnested/shops", "az://crdbroot/eu/west"):  # empty; a path mistyped
+        with pytest.raises(FeedError, match=f"the changefeed sink {url} holds nothing at all"):
+            resolved_readiness(sink_root=url, wasb_conn_id="wasb_lake", resolved=None, sink_identity=None,
+                               checkpoint_variable="lakefeed_crdb_checkpoint")
+    # The URL names another storage account than the connection's.
+    with pytest.raises(FeedConfigError, match="is in the storage account otheracct, but the connection wasb_lake"):
+        resolved_readiness(sink_root="abfss://crdbroot@otheracct.dfs.core.windows.net", wasb_conn_id="wasb_lake",
+                           resolved=None, sink_identity=None, checkpoint_variable="lakefeed_crdb_checkpoint")
+
+
+def test_a_scheduled_run_applies_a_sink_at_a_containers_root(spark, azurite, sinks, tmp_path):
+    _, truth = sinks
+    lake = tmp_path / "lake"
+    config = {"sink_root": "az://crdbroot", "wasb_conn_id": "wasb_lake", "target_root": str(lake),
+              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1, "resolved_per_batch": 50}
+    env = with_config(dags_test_env(tmp_path / "airflow", AIRFLOW_CONN_WASB_LAKE=wasb_connection(azurite)),
+                      "lakefeed_crdb_config", config)
+    env.pop("AZURE_STORAGE_CONNECTION_STRING", None)  # the connection is the only credential
+    dags_test(env, "cockroach_changefeed_to_delta")
+    assert_matches_truth(spark, lake, truth)
+    checkpoint = variable(env, "lakefeed_crdb_checkpoint")
+    assert checkpoint["resolved"] == truth.resolved[-1]
+    assert checkpoint["sink"] == f"azure://{azurite.account}/crdbroot"
