@@ -16,6 +16,12 @@ os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# No Azure client may fall back to a managed identity in tests: the endpoints the Azure SDKs (Python's
+# azure-identity, delta-rs's object_store) would ask for a token point at a closed loopback port, so such
+# a fallback fails at once, naming that address, instead of reaching for a cloud metadata service.
+CLOSED_LOOPBACK = "http://127.0.0.1:9"
+for _name in ("AZURE_MSI_ENDPOINT", "IDENTITY_ENDPOINT", "MSI_ENDPOINT", "AZURE_POD_IDENTITY_AUTHORITY_HOST"):
+    os.environ[_name] = CLOSED_LOOPBACK
 # Each spark-submit of the suite (a DAG run's jobs, the job-level tests; they inherit the environment)
 # lives for seconds on a few rows: the client JIT alone and the serial collector halve the CPU its warm-up
 # costs, which on a 2-core CI machine is most of the suite's time. The session fixture's JVM below lives

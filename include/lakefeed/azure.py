@@ -46,16 +46,51 @@ def credential_env(*, login: str | None, password: str | None, host: str | None,
         return {ACCOUNT_NAME: account, TENANT_ID: field("tenant_id"), CLIENT_ID: login or "",
                 CLIENT_SECRET: password or ""}
     key = field("shared_access_key") or password or field("account_key")
-    if field("sas_token") and not key:
-        return {ACCOUNT_NAME: account, SAS_TOKEN: field("sas_token")}
-    if not key:
+    sas = None if key else field("sas_token")
+    if not key and not sas:
         return {ACCOUNT_NAME: account}  # DefaultAzureCredential / managed identity on the executors
     if host and ".blob.core.windows.net" not in host:
         # A custom endpoint (Azurite, sovereign clouds): only a connection string carries it to adlfs.
         endpoint = host.rstrip("/")
+        secret = f"AccountKey={key}" if key else f"SharedAccessSignature={sas.lstrip('?')}"
         return {CONNECTION_STRING: f"DefaultEndpointsProtocol={urlparse(endpoint).scheme or 'https'};"
-                                   f"AccountName={account};AccountKey={key};BlobEndpoint={endpoint};"}
-    return {ACCOUNT_NAME: account, ACCOUNT_KEY: key}
+                                   f"AccountName={account};{secret};BlobEndpoint={endpoint};"}
+    return {ACCOUNT_NAME: account, ACCOUNT_KEY: key} if key else {ACCOUNT_NAME: account, SAS_TOKEN: sas}
+
+
+def parse_connection_string(text: str) -> dict[str, str]:
+    """``Key=Value;…`` pairs of an Azure Storage connection string (values may hold ``=``)."""
+    pairs = (part.partition("=") for part in text.split(";") if part.strip())
+    return {key.strip(): value.strip() for key, _, value in pairs}
+
+
+def adlfs_options(credentials: dict[str, str]) -> dict[str, str]:
+    """``AzureBlobFileSystem`` keyword arguments for credentials named as :func:`credential_env` names them."""
+    if credentials.get(CONNECTION_STRING):
+        return {"connection_string": credentials[CONNECTION_STRING]}
+    options = {"account_name": credentials.get(ACCOUNT_NAME), "account_key": credentials.get(ACCOUNT_KEY),
+               "sas_token": credentials.get(SAS_TOKEN), "tenant_id": credentials.get(TENANT_ID),
+               "client_id": credentials.get(CLIENT_ID), "client_secret": credentials.get(CLIENT_SECRET)}
+    return {name: value for name, value in options.items() if value}
+
+
+def delta_storage_options(credentials: dict[str, str]) -> dict[str, str]:
+    """delta-rs ``storage_options`` (object_store's Azure keys) for the same credentials. A connection
+    string's ``BlobEndpoint`` (Azurite, sovereign clouds) becomes ``endpoint`` (``allow_http`` for http)."""
+    if credentials.get(CONNECTION_STRING):
+        parts = parse_connection_string(credentials[CONNECTION_STRING])
+        account, key = parts.get("AccountName"), parts.get("AccountKey")
+        sas, endpoint = parts.get("SharedAccessSignature"), parts.get("BlobEndpoint")
+        client = {}
+    else:
+        account, key, sas, endpoint = (credentials.get(ACCOUNT_NAME), credentials.get(ACCOUNT_KEY),
+                                       credentials.get(SAS_TOKEN), None)
+        client = {"tenant_id": credentials.get(TENANT_ID), "client_id": credentials.get(CLIENT_ID),
+                  "client_secret": credentials.get(CLIENT_SECRET)}
+    options = {"account_name": account, "account_key": key, "sas_token": sas.lstrip("?") if sas else None,
+               **client, "endpoint": endpoint.rstrip("/") if endpoint else None,
+               "allow_http": "true" if endpoint and endpoint.startswith("http://") else None}
+    return {name: value for name, value in options.items() if value}
 
 
 def _account_from_host(host: str | None) -> str:
@@ -67,10 +102,15 @@ def _account_from_host(host: str | None) -> str:
     return parsed.path.strip("/").split("/")[0]  # http://127.0.0.1:10000/<account>
 
 
+def environment_credentials(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The credentials a task put in this process's environment (:func:`credential_env`'s names)."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in CREDENTIAL_ENV if environ.get(name)}
+
+
 def executor_env_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
     """``spark.executorEnv.*`` for the credentials present in the driver's environment."""
-    environ = os.environ if environ is None else environ
-    return {f"spark.executorEnv.{name}": environ[name] for name in CREDENTIAL_ENV if environ.get(name)}
+    return {f"spark.executorEnv.{name}": value for name, value in environment_credentials(environ).items()}
 
 
 AZURE_SCHEMES = ("az", "abfs", "abfss", "wasb", "wasbs")

@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from lakefeed.azure import fsspec_url
 from lakefeed.errors import ChangeDataError
 from lakefeed.jsonio import parse_json
 from lakefeed.storage import Store
@@ -51,6 +52,10 @@ class DeltaLog:
     @property
     def root(self) -> str:
         return self.store.root
+
+    @property
+    def _delta_options(self) -> dict[str, str] | None:
+        return getattr(self.store, "delta_storage_options", None)
 
     def commit_versions(self) -> list[int]:
         versions = []
@@ -105,7 +110,7 @@ class DeltaLog:
         checkpoints for us)."""
         from deltalake import DeltaTable
 
-        table = DeltaTable(self.store.root, version=version)
+        table = DeltaTable(fsspec_url(self.store.root), version=version, storage_options=self._delta_options)
         metadata = table.metadata()
         return dict(metadata.configuration or {}), json.loads(table.schema().to_json())["fields"]
 
@@ -144,7 +149,8 @@ class DeltaLog:
                 return metadata
         from deltalake import DeltaTable  # no commit or checkpoint holds it (log cleanup): let delta-rs replay
 
-        return {"id": DeltaTable(self.store.root, version=version).metadata().id}
+        return {"id": DeltaTable(fsspec_url(self.store.root), version=version,
+                                 storage_options=self._delta_options).metadata().id}
 
     def _checkpoint_metadata(self, name: str) -> dict | None:
         raw = self.store.read_bytes(f"{LOG_DIR}/{name}")

@@ -64,20 +64,39 @@ class StoreBase:
 
 @dataclass
 class Store(StoreBase):
-    """A folder of files under ``root`` (``/data/feed``, ``file:///…``, ``az://container``).
+    """A folder of files under ``root`` (``/data/feed``, ``file:///…``, ``az://container/path``, any Azure form).
 
-    Azure URLs go through adlfs, which takes its credentials from the
-    environment (see :mod:`lakefeed.azure`); nothing secret is in ``root``.
+    Azure URLs go through adlfs with ``credentials`` (named as :func:`lakefeed.azure.credential_env`
+    names them, from the configured ``wasb`` connection); without them adlfs takes its credentials from
+    the environment. Nothing secret is in ``root``, and ``credentials`` never show in ``repr``.
     """
 
     root: str
-    options: dict[str, Any] = field(default_factory=dict, repr=False)
+    credentials: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        from lakefeed.azure import fsspec_url
+        from lakefeed.azure import adlfs_options, environment_credentials, fsspec_url, is_azure_url
 
         self.root = self.root.rstrip("/") or "/"
-        self._fs, self._root_path = url_to_fs(fsspec_url(self.root), **self.options)
+        options: dict[str, str] = {}
+        if is_azure_url(self.root):
+            # The connection's credential, or the one the task put in this process's environment from it
+            # (a Spark driver or executor); never adlfs's own fallback to whatever identity the machine has.
+            self.credentials = self.credentials or environment_credentials()
+            if not self.credentials:
+                from lakefeed.errors import FeedConfigError
+
+                raise FeedConfigError(f"no credentials to read {self.root}: set wasb_conn_id in the pipeline's "
+                                      f"configuration to the Airflow connection of its storage account")
+            options = adlfs_options(self.credentials)
+        self._fs, self._root_path = url_to_fs(fsspec_url(self.root), **options)
+
+    @property
+    def delta_storage_options(self) -> dict[str, str] | None:
+        """delta-rs ``storage_options`` for a Delta table at this root (None: delta-rs's defaults)."""
+        from lakefeed.azure import delta_storage_options, is_azure_url
+
+        return delta_storage_options(self.credentials) if is_azure_url(self.root) else None
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:

@@ -162,7 +162,7 @@ def test_a_connection_reset_mid_chunk_is_retried_and_reads_the_same_records(azur
     try:
         monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", _through(proxy, azurite))
         ref = ChunkRef(FEED_URL, relative, "00", SPEC.start)
-        rows = [r for b in decode_chunk(Store(FEED_URL, {"skip_instance_cache": True}), ref) for r in b.to_pylist()]
+        rows = [r for b in decode_chunk(Store(FEED_URL), ref) for r in b.to_pylist()]
     finally:
         proxy.close()
     assert proxy.cuts_made == 2
@@ -186,7 +186,7 @@ def test_a_connection_that_keeps_failing_is_unavailable_not_corrupt(azurite, chu
         monkeypatch.setattr(lakefeed.storage, "RETRY_ATTEMPTS", 2)
         ref = ChunkRef(FEED_URL, relative, "00", SPEC.start)
         with pytest.raises(StorageUnavailableError, match=rf"{relative}: reading failed 2 times in transit") as failed:
-            list(decode_chunk(Store(FEED_URL, {"skip_instance_cache": True}), ref))
+            list(decode_chunk(Store(FEED_URL), ref))
         assert not isinstance(failed.value, FeedCorruptError)
     finally:
         proxy.close()

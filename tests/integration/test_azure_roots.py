@@ -108,3 +108,52 @@ def test_a_scheduled_run_applies_a_sink_at_a_containers_root(spark, azurite, sin
     checkpoint = variable(env, "lakefeed_crdb_checkpoint")
     assert checkpoint["resolved"] == truth.resolved[-1]
     assert checkpoint["sink"] == f"azure://{azurite.account}/crdbroot"
+
+
+def connection_forms(azurite) -> dict[str, dict]:
+    """The ``wasb`` connection forms a team uses, as Airflow stores their fields."""
+    from datetime import datetime, timedelta, timezone
+
+    from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    sas = generate_account_sas(azurite.account, azurite.key, ResourceTypes(service=True, container=True, object=True),
+                               AccountSasPermissions(read=True, list=True, write=True, add=True, create=True),
+                               expiry=datetime.now(timezone.utc) + timedelta(hours=2))
+    return {
+        "account key": {"login": azurite.account, "password": azurite.key, "host": azurite.endpoint, "extra": {}},
+        "SAS token": {"login": azurite.account, "password": None, "host": azurite.endpoint,
+                      "extra": {"sas_token": sas}},
+        "connection string": {"login": None, "password": None, "host": None,
+                              "extra": {"connection_string": azurite.connection_string}},
+    }
+
+
+@pytest.mark.parametrize("form", ["account key", "SAS token", "connection string"])
+def test_the_delta_log_of_a_table_on_azure_is_read_with_the_connections_credentials_only(azurite, form, monkeypatch):
+    """JVM-free reads of ``_delta_log`` (fsspec) and delta-rs's (schema, properties) take the connection's
+    credential explicitly; no AZURE_STORAGE_* variable is set, and a managed identity fallback would hit
+    the closed loopback endpoints the suite sets."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakefeed.azure import CREDENTIAL_ENV, credential_env, delta_storage_options
+    from lakefeed.deltalog import DeltaLog
+
+    for name in CREDENTIAL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    credentials = credential_env(**connection_forms(azurite)[form])
+    writer = delta_storage_options(credentials)
+    root, nested = (f"delta{where}{form.split()[0].lower()}" for where in ("root", "nested"))  # one per form
+    azurite.container(root)
+    azurite.container(nested)
+    for url in (f"az://{root}", f"abfss://{nested}@{azurite.account}.dfs.core.windows.net/a/b/orders"):
+        for rows in ([1, 2], [3]):
+            write_deltalake(url, pa.table({"id": rows}), mode="append", storage_options=writer,
+                            configuration={"delta.enableChangeDataFeed": "true"})
+        log = DeltaLog(Store(url, credentials=credentials))
+        assert log.latest_version() == 1 and log.commit_versions() == [0, 1]
+        assert log.table_id() and log.table_id() == log.table_id(0)
+        properties, fields = log.table_state()
+        assert properties["delta.enableChangeDataFeed"] == "true" and [f["name"] for f in fields] == ["id"]
+        with pytest.raises(FeedConfigError, match=f"no credentials to read {url}: set wasb_conn_id"):
+            DeltaLog(Store(url)).latest_version()  # no credential: refused, never the machine's identity

@@ -4,8 +4,10 @@ from lakefeed.azure import (
     CONNECTION_STRING,
     SAS_TOKEN,
     AzureLocation,
+    adlfs_options,
     azure_location,
     credential_env,
+    delta_storage_options,
     executor_env_settings,
     fsspec_url,
 )
@@ -31,6 +33,55 @@ def test_sas_token_and_service_principal():
     env = credential_env(login="app-id", password="s3cret", host="https://acct.blob.core.windows.net",
                          extra={"tenant_id": "t"})
     assert env["AZURE_STORAGE_TENANT_ID"] == "t" and env["AZURE_STORAGE_CLIENT_SECRET"] == "s3cret"
+
+
+def test_a_sas_token_on_a_custom_endpoint_travels_in_a_connection_string():
+    env = credential_env(login="acct", password=None, host="http://127.0.0.1:10000/acct", extra={"sas_token": "?sv=x&sig=y"})
+    assert env == {CONNECTION_STRING: "DefaultEndpointsProtocol=http;AccountName=acct;SharedAccessSignature=sv=x&sig=y;"
+                                      "BlobEndpoint=http://127.0.0.1:10000/acct;"}
+
+
+# Each connection form, and what adlfs and delta-rs are given for it.
+CLIENT_FORMS = [
+    ({ACCOUNT_NAME: "acct", ACCOUNT_KEY: "k3y"},
+     {"account_name": "acct", "account_key": "k3y"},
+     {"account_name": "acct", "account_key": "k3y"}),
+    ({ACCOUNT_NAME: "acct", SAS_TOKEN: "?sv=x&sig=y"},
+     {"account_name": "acct", "sas_token": "?sv=x&sig=y"},
+     {"account_name": "acct", "sas_token": "sv=x&sig=y"}),
+    ({ACCOUNT_NAME: "acct", "AZURE_STORAGE_TENANT_ID": "t", "AZURE_STORAGE_CLIENT_ID": "c",
+      "AZURE_STORAGE_CLIENT_SECRET": "s"},
+     {"account_name": "acct", "tenant_id": "t", "client_id": "c", "client_secret": "s"},
+     {"account_name": "acct", "tenant_id": "t", "client_id": "c", "client_secret": "s"}),
+    ({CONNECTION_STRING: "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=a2V5==;"
+                         "BlobEndpoint=http://127.0.0.1:10000/acct/;"},
+     {"connection_string": "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=a2V5==;"
+                           "BlobEndpoint=http://127.0.0.1:10000/acct/;"},
+     {"account_name": "acct", "account_key": "a2V5==", "endpoint": "http://127.0.0.1:10000/acct",
+      "allow_http": "true"}),
+    ({CONNECTION_STRING: "AccountName=acct;SharedAccessSignature=sv=x&sig=y"},
+     {"connection_string": "AccountName=acct;SharedAccessSignature=sv=x&sig=y"},
+     {"account_name": "acct", "sas_token": "sv=x&sig=y"}),
+    ({ACCOUNT_NAME: "acct"}, {"account_name": "acct"}, {"account_name": "acct"}),  # managed identity
+]
+
+
+@pytest.mark.parametrize("credentials, adlfs, delta", CLIENT_FORMS)
+def test_every_client_gets_the_connections_credential_in_its_own_terms(credentials, adlfs, delta):
+    assert adlfs_options(credentials) == adlfs
+    assert delta_storage_options(credentials) == delta
+
+
+def test_a_store_gives_its_credentials_to_adlfs_and_delta_rs_and_never_shows_them(tmp_path):
+    from lakefeed.storage import Store
+
+    store = Store("abfss://lake@acct.dfs.core.windows.net/orders", credentials={ACCOUNT_NAME: "acct",
+                                                                                 ACCOUNT_KEY: "k3y"})
+    assert store.fs.account_name == "acct" and store.path("_delta_log") == "lake/orders/_delta_log"
+    assert store.delta_storage_options == {"account_name": "acct", "account_key": "k3y"}
+    assert "k3y" not in repr(store)
+    local = Store(str(tmp_path), credentials={ACCOUNT_NAME: "acct", ACCOUNT_KEY: "k3y"})
+    assert local.is_local and local.delta_storage_options is None
 
 
 def test_executor_env_only_forwards_credentials_present():
