@@ -71,6 +71,7 @@ class CdfPipeline:
     columns: list | None = None       # only these source columns (keys always kept)
     versions_per_job: int = 50        # source versions per spark-submit
     max_versions_per_run: int = 1000
+    wasb_conn_id: str | None = None   # the Azure connection of its tables' account (default: the top-level one)
 
     @property
     def checkpoint_variable(self) -> str:
@@ -83,6 +84,7 @@ class CdfConfig:
 
     pipelines: list = None  # type: ignore[assignment]  # of CdfPipeline; default: the demo pipeline
     job_summary_root: str | None = None
+    wasb_conn_id: str | None = None         # the Azure connection of the pipelines that name none
     sensor_poke_seconds: float = 60.0
     sensor_timeout_seconds: float = 3000.0
     spark_conf: dict | None = None          # extra --conf settings for spark-submit
@@ -113,7 +115,7 @@ class CdfConfig:
                 raise ConfigError(f"{where}: pipelines[{index}].keys must list key column names")
             if pipeline.versions_per_job < 1 or pipeline.max_versions_per_run < 1:
                 raise ConfigError(f"{where}: pipelines[{index}] version counts must be at least 1")
-            parsed.append(pipeline)
+            parsed.append(pipeline if pipeline.wasb_conn_id else replace(pipeline, wasb_conn_id=config.wasb_conn_id))
         names = [p.name for p in parsed]
         if len(set(names)) != len(names):
             raise ConfigError(f"{where}: pipeline names must be unique ({', '.join(names)})")

@@ -39,7 +39,6 @@ from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
-from lakefeed.storage import Store
 from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
     Announcer,
@@ -48,6 +47,7 @@ from lakefeed_airflow.runs import (
     fail_if_any_failed,
     run_kind,
 )
+from lakefeed_airflow.wasb_feed import location_store
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
     jobs: list[dict[str, Any]] = []
     pipelines: dict[str, dict[str, Any]] = {}
     for pipeline in chosen:
-        delta_log = DeltaLog(Store(pipeline.source_table))
+        delta_log = DeltaLog(location_store(pipeline.source_table, pipeline.wasb_conn_id))
         latest = _latest_version(pipeline, delta_log)
         checkpoint = checkpoints[pipeline.name]
         if kind == RESET:

@@ -117,7 +117,7 @@ def blob_card() -> dict[str, Any]:
 
 def cdf_cards() -> list[dict[str, Any]]:
     from lakefeed.deltalog import DeltaLog
-    from lakefeed.storage import Store
+    from lakefeed_airflow.wasb_feed import location_store
     from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
 
     config = cdf_config(orm=True)
@@ -125,7 +125,8 @@ def cdf_cards() -> list[dict[str, Any]]:
     cards = []
     for pipeline in config.pipelines:
         checkpoint, error = _guarded(lambda: cdf_checkpoint_store(pipeline, config, orm=True).load())
-        latest, source_error = _guarded(lambda: DeltaLog(Store(pipeline.source_table)).latest_version())
+        latest, source_error = _guarded(
+            lambda: DeltaLog(location_store(pipeline.source_table, pipeline.wasb_conn_id)).latest_version())
         applied = checkpoint.applied_version if checkpoint else None
         cards.append(_card(
             key=f"cdf:{pipeline.name}", dag_id=CDF_DAG, title=f"Delta CDF {pipeline.name} → Delta",

@@ -122,9 +122,9 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         """The feed's credentials in this process's environment, for a summary under an Azure URL."""
         if _unset(self.wasb_conn_id) or _unset(self.summary_root):
             return nullcontext()
-        from lakefeed_airflow.wasb_feed import process_environment, spark_credential_env
+        from lakefeed_airflow.wasb_feed import process_environment, connection_credentials
 
-        return process_environment(spark_credential_env(self.wasb_conn_id))
+        return process_environment(connection_credentials(self.wasb_conn_id))
 
     def _read(self, location: str) -> dict | None:
         with self._credentials():
@@ -134,8 +134,8 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         if _unset(self.wasb_conn_id):
             super().execute(context)
             return
-        from lakefeed_airflow.wasb_feed import process_environment, spark_credential_env
+        from lakefeed_airflow.wasb_feed import process_environment, connection_credentials
 
         self.log.info("credentials for the feed come from connection %s (environment, not argv)", self.wasb_conn_id)
-        with process_environment(spark_credential_env(self.wasb_conn_id)):
+        with process_environment(connection_credentials(self.wasb_conn_id)):
             super().execute(context)

@@ -189,7 +189,8 @@ class DeltaVersionSensor(_PollingSensor):
                 verify_definition_of(source["name"], checkpoint, source["keys"], source.get("columns"),
                                      f"Variable {cell.name}")
             watched.append({key: source[key] for key in ("name", "source_table", "checkpoint_variable")}
-                           | {"applied_version": checkpoint.applied_version, "source_table_id": checkpoint.source_id})
+                           | {"applied_version": checkpoint.applied_version, "source_table_id": checkpoint.source_id,
+                              "wasb_conn_id": source.get("wasb_conn_id")})
         return watched
 
     def _check(self) -> tuple[bool, dict[str, Any]]:

@@ -107,7 +107,8 @@ class ConfigMacros:
         config = cdf_config()
         return json.dumps([
             {"name": p.name, "source_table": p.source_table, "target_table": p.target_table,
-             "checkpoint_variable": p.checkpoint_variable, "keys": p.keys, "columns": p.columns}
+             "checkpoint_variable": p.checkpoint_variable, "keys": p.keys, "columns": p.columns,
+             "wasb_conn_id": p.wasb_conn_id}
             for p in config.pipelines if pipeline in (None, "", p.name)
         ])
 

@@ -149,14 +149,15 @@ def sources_behind(sources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The sources whose latest version (from ``_delta_log``) is past their applied version. A source that
     is not the table its checkpoint recorded (dropped and recreated, or an older copy) is refused, naming it."""
     from lakefeed.deltalog import DeltaLog
-    from lakefeed.storage import Store
     from lakefeed_airflow.cdf_tasks import verify_source
+    from lakefeed_airflow.wasb_feed import location_store
 
     behind = {}
     for source in sources:
         applied = source["applied_version"]
+        store = location_store(source["source_table"], source.get("wasb_conn_id"))
         state = verify_source(source["name"], source["source_table"], source["checkpoint_variable"],
-                              source.get("source_table_id"), applied, DeltaLog(Store(source["source_table"])))
+                              source.get("source_table_id"), applied, DeltaLog(store))
         if state is not None and (applied is None or state.latest_version > applied):
             behind[source["name"]] = {"latest": state.latest_version, "applied": applied}
     return behind

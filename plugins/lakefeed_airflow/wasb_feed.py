@@ -7,7 +7,7 @@ import posixpath
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from lakefeed.azure import azure_location, credential_env
+from lakefeed.azure import azure_location, credential_env, is_azure_url
 from lakefeed.storage import Entry, StoreBase
 
 
@@ -69,12 +69,22 @@ def feed_store(feed_root: str, wasb_conn_id: str | None) -> StoreBase:
     return WasbContainerStore(feed_root, client, location.prefix)
 
 
-def spark_credential_env(wasb_conn_id: str) -> dict[str, str]:
-    """adlfs environment for the Spark job, from the connection (secrets are masked in task logs)."""
+def connection_credentials(wasb_conn_id: str) -> dict[str, str]:
+    """The credential of a ``wasb`` connection, named as :func:`lakefeed.azure.credential_env` names it: the
+    Spark job's environment, and what a :class:`~lakefeed.storage.Store` gives adlfs and delta-rs."""
     from airflow.providers.microsoft.azure.hooks.wasb import WasbHook
 
     conn = WasbHook.get_connection(wasb_conn_id)
     return credential_env(login=conn.login, password=conn.password, host=conn.host, extra=conn.extra_dejson or {})
+
+
+def location_store(location: str, wasb_conn_id: str | None) -> StoreBase:
+    """A store of a table or folder by URL: an Azure one reads with the connection's credential."""
+    from lakefeed.storage import Store
+
+    if wasb_conn_id and is_azure_url(location):
+        return Store(location, credentials=connection_credentials(wasb_conn_id))
+    return Store(location)
 
 
 @contextmanager

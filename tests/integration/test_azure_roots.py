@@ -157,3 +157,30 @@ def test_the_delta_log_of_a_table_on_azure_is_read_with_the_connections_credenti
         assert properties["delta.enableChangeDataFeed"] == "true" and [f["name"] for f in fields] == ["id"]
         with pytest.raises(FeedConfigError, match=f"no credentials to read {url}: set wasb_conn_id"):
             DeltaLog(Store(url)).latest_version()  # no credential: refused, never the machine's identity
+
+
+def test_the_cdf_sensor_reads_a_source_on_azure_through_the_pipelines_connection(azurite, monkeypatch):
+    """The CDF configuration takes ``wasb_conn_id`` like the other two; its sensor (and the planner and the
+    monitor, through the same store) read the source's ``_delta_log`` with that connection's credential.
+    Without one, the source is refused naming it and the setting to fix."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakefeed.azure import CREDENTIAL_ENV, credential_env, delta_storage_options
+    from lakefeed_airflow.triggers import sources_behind
+
+    for name in CREDENTIAL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    form = connection_forms(azurite)["SAS token"]
+    monkeypatch.setenv("AIRFLOW_CONN_WASB_SOURCES", json.dumps({"conn_type": "wasb", **form}))
+    azurite.container("cdfsources")
+    url = "az://cdfsources/shop/orders"
+    for rows in ([1, 2], [3], [4]):
+        write_deltalake(url, pa.table({"id": rows}), mode="append",
+                        storage_options=delta_storage_options(credential_env(**form)),
+                        configuration={"delta.enableChangeDataFeed": "true"})
+    source = {"name": "orders", "source_table": url, "checkpoint_variable": "lakefeed_cdf_checkpoint__orders",
+              "applied_version": 0, "source_table_id": None}
+    assert sources_behind([{**source, "wasb_conn_id": "wasb_sources"}]) == {"orders": {"latest": 2, "applied": 0}}
+    with pytest.raises(FeedConfigError, match=f"no credentials to read {url}: set wasb_conn_id"):
+        sources_behind([source])

@@ -123,3 +123,13 @@ def test_spark_settings_are_checked():
     config = CdfConfig.from_json('{"spark_job_timeout_minutes": 30, "pipelines": [{"name": "a", "source_table": "/s",'
                                  ' "target_table": "/t", "keys": ["id"]}]}', "c")
     assert (config.spark_job_timeout_minutes, config.pipeline("a").keys) == (30, ["id"])
+
+
+def test_a_cdf_pipeline_reads_through_its_own_connection_or_the_top_level_one():
+    config = CdfConfig.from_json(json.dumps({"wasb_conn_id": "wasb_lake", "pipelines": [
+        {"name": "a", "source_table": "az://lake/a", "target_table": "az://lake/a_mirror", "keys": ["id"]},
+        {"name": "b", "source_table": "az://other/b", "target_table": "/t/b", "keys": ["id"],
+         "wasb_conn_id": "wasb_other"}]}), "c")
+    assert [p.wasb_conn_id for p in config.pipelines] == ["wasb_lake", "wasb_other"]
+    assert CdfConfig.from_json(json.dumps({"pipelines": [
+        {"name": "a", "source_table": "/s", "target_table": "/t", "keys": ["id"]}]}), "c").pipelines[0].wasb_conn_id is None
