@@ -184,3 +184,14 @@ def test_the_cdf_sensor_reads_a_source_on_azure_through_the_pipelines_connection
     assert sources_behind([{**source, "wasb_conn_id": "wasb_sources"}]) == {"orders": {"latest": 2, "applied": 0}}
     with pytest.raises(FeedConfigError, match=f"no credentials to read {url}: set wasb_conn_id"):
         sources_behind([source])
+
+
+def test_a_blob_feed_without_segments_json_is_refused_naming_it(azurite, monkeypatch):
+    from lakefeed_airflow.triggers import feed_readiness
+
+    monkeypatch.setenv("AIRFLOW_CONN_WASB_LAKE", wasb_connection(azurite))
+    azurite.container("nofeed")
+    for url in ("az://nofeed", "az://nofeed/mirror"):
+        with pytest.raises(FeedError, match=f"{url}/meta/Segments.json does not exist"):
+            feed_readiness(feed_root=url, wasb_conn_id="wasb_lake", watermark=None, last_consumable_seen=None,
+                           start_from=None, feed_identity=None, checkpoint_variable="lakefeed_blob_checkpoint")
