@@ -13,8 +13,10 @@ import os
 import random
 import time
 import posixpath
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 import fsspec
 from fsspec.core import url_to_fs
@@ -24,6 +26,21 @@ from lakefeed.jsonio import parse_json
 from lakefeed.errors import FeedCorruptError, FeedError, StorageUnavailableError
 
 log = logging.getLogger(__name__)
+# The credential of the storage account connection the current task, sensor check or trigger check works
+# with (:func:`connection_credentials`): stores of Azure URLs opened meanwhile without one of their own
+# take it. A context variable, so concurrent trigger checks in one triggerer never see each other's.
+_CONNECTION_CREDENTIALS: ContextVar[dict[str, str] | None] = ContextVar("lakefeed_connection_credentials",
+                                                                       default=None)
+
+
+@contextmanager
+def connection_credentials(credentials: dict[str, str] | None) -> Iterator[None]:
+    """Open the stores of Azure URLs in the body with ``credentials`` (None: as outside it)."""
+    token = _CONNECTION_CREDENTIALS.set(credentials or _CONNECTION_CREDENTIALS.get())
+    try:
+        yield
+    finally:
+        _CONNECTION_CREDENTIALS.reset(token)
 # Attempts at a remote read before it counts as unavailable (LAKEFEED_READ_ATTEMPTS overrides).
 RETRY_ATTEMPTS = int(os.environ.get("LAKEFEED_READ_ATTEMPTS", "5"))
 
@@ -67,8 +84,9 @@ class Store(StoreBase):
     """A folder of files under ``root`` (``/data/feed``, ``file:///…``, ``az://container/path``, any Azure form).
 
     Azure URLs go through adlfs with ``credentials`` (named as :func:`lakefeed.azure.credential_env`
-    names them, from the configured ``wasb`` connection); without them adlfs takes its credentials from
-    the environment. Nothing secret is in ``root``, and ``credentials`` never show in ``repr``.
+    names them, from the configured ``wasb`` connection); without them, those of the enclosing
+    :func:`connection_credentials`, else those the task put in the environment (a Spark job's), else the
+    store is refused. Nothing secret is in ``root``, and ``credentials`` never show in ``repr``.
     """
 
     root: str
@@ -82,7 +100,7 @@ class Store(StoreBase):
         if is_azure_url(self.root):
             # The connection's credential, or the one the task put in this process's environment from it
             # (a Spark driver or executor); never adlfs's own fallback to whatever identity the machine has.
-            self.credentials = self.credentials or environment_credentials()
+            self.credentials = self.credentials or _CONNECTION_CREDENTIALS.get() or environment_credentials()
             if not self.credentials:
                 from lakefeed.errors import FeedConfigError
 

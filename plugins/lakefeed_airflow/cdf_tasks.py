@@ -47,7 +47,7 @@ from lakefeed_airflow.runs import (
     fail_if_any_failed,
     run_kind,
 )
-from lakefeed_airflow.wasb_feed import location_store
+from lakefeed_airflow.wasb_feed import connection_scope, location_store
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +386,8 @@ def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
     from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
 
     config = cdf_config()
-    return plan(config, {p.name: cdf_checkpoint_store(p, config).load() for p in config.pipelines}, params, run)
+    with connection_scope(config.wasb_conn_id):
+        return plan(config, {p.name: cdf_checkpoint_store(p, config).load() for p in config.pipelines}, params, run)
 
 
 def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
@@ -398,4 +399,6 @@ def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str,
     from lakefeed_airflow.settings import cdf_checkpoint_store
 
     config = planned_config(planned)
-    return commit({p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}, planned, outputs, run_id, announced_since)
+    with connection_scope(config.wasb_conn_id):
+        return commit({p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}, planned, outputs, run_id,
+                      announced_since)

@@ -43,7 +43,7 @@ from lakefeed_airflow.runs import (
     fail_if_any_failed,
     run_kind,
 )
-from lakefeed_airflow.wasb_feed import feed_store
+from lakefeed_airflow.wasb_feed import connection_scope, feed_store
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +241,8 @@ def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
 
     config = crdb_config()
     store = crdb_checkpoint_store(config)
-    return plan(config, store.load(), params, run, store.where)
+    with connection_scope(config.wasb_conn_id):
+        return plan(config, store.load(), params, run, store.where)
 
 
 def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
@@ -252,4 +253,6 @@ def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str,
                 announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
     from lakefeed_airflow.settings import crdb_checkpoint_store
 
-    return commit(crdb_checkpoint_store(planned_config(planned)), planned, outputs, run_id, announced_since)
+    config = planned_config(planned)
+    with connection_scope(config.wasb_conn_id):
+        return commit(crdb_checkpoint_store(config), planned, outputs, run_id, announced_since)

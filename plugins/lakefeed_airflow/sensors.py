@@ -57,8 +57,11 @@ class _PollingSensor(BaseSensorOperator):
 
         from lakefeed.errors import Refusal
 
+        from lakefeed_airflow.wasb_feed import connection_scope
+
         try:
-            ready, details = self._check()
+            with connection_scope(_none_if_blank(getattr(self, "wasb_conn_id", None))):
+                ready, details = self._check()
         except Refusal as exc:
             raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
         self.log.info("checked: ready=%s %s", ready, details)

@@ -78,6 +78,14 @@ def connection_credentials(wasb_conn_id: str) -> dict[str, str]:
     return credential_env(login=conn.login, password=conn.password, host=conn.host, extra=conn.extra_dejson or {})
 
 
+def connection_scope(wasb_conn_id: str | None):
+    """Within it, stores of Azure URLs opened without a credential of their own (target ledgers, tables
+    under a root) read with this connection's (:func:`lakefeed.storage.connection_credentials`)."""
+    from lakefeed.storage import connection_credentials as scope
+
+    return scope(connection_credentials(wasb_conn_id) if wasb_conn_id else None)
+
+
 def location_store(location: str, wasb_conn_id: str | None) -> StoreBase:
     """A store of a table or folder by URL: an Azure one reads with the connection's credential."""
     from lakefeed.storage import Store

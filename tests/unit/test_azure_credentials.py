@@ -2,6 +2,7 @@ from lakefeed.azure import (
     ACCOUNT_KEY,
     ACCOUNT_NAME,
     CONNECTION_STRING,
+    CREDENTIAL_ENV,
     SAS_TOKEN,
     AzureLocation,
     adlfs_options,
@@ -181,3 +182,36 @@ def test_credentials_in_spark_conf_are_refused_by_key_never_printed():
         BlobPipelineConfig.from_mapping({"spark_conf": {"spark.x": {"nested": secret}}})
     assert secret not in str(refused.value)
     assert BlobPipelineConfig.from_mapping({"spark_conf": {"spark.sql.shuffle.partitions": 4}}).spark_conf
+
+
+def test_stores_opened_within_a_connections_scope_take_its_credential(monkeypatch):
+    import threading
+
+    from lakefeed.errors import FeedConfigError
+    from lakefeed.storage import Store, connection_credentials
+
+    for name in CREDENTIAL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    url = "az://lake/orders"
+    with pytest.raises(FeedConfigError, match=f"no credentials to read {url}"):
+        Store(url)
+    seen = {}
+    with connection_credentials({ACCOUNT_NAME: "acct", ACCOUNT_KEY: "k3y"}):
+        with connection_credentials(None):  # a step with no connection of its own keeps the enclosing one
+            assert Store(url).delta_storage_options == {"account_name": "acct", "account_key": "k3y"}
+        # Another thread (a concurrent trigger check) does not see this scope.
+        thread = threading.Thread(target=lambda: seen.setdefault("outside", _refused(url)))
+        thread.start()
+        thread.join()
+    assert seen["outside"] and _refused(url)
+
+
+def _refused(url: str) -> bool:
+    from lakefeed.errors import FeedConfigError
+    from lakefeed.storage import Store
+
+    try:
+        Store(url)
+    except FeedConfigError:
+        return True
+    return False
