@@ -156,7 +156,8 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         print(f"{phase}: {timings[phase]}s", flush=True)
 
     # The feeds: the blob feed on Azurite with every segment but lastConsumable before the first (no
-    # window ready); the CockroachDB sink on Azurite under a path; a Delta CDF source with a few commits.
+    # window ready); the CockroachDB sink at the root of a container on Azurite (as `CREATE CHANGEFEED … INTO
+    # 'azure://changefeeds?…'` writes it); a Delta CDF source with a few commits.
     feed = tmp_path / "feed"
     truth = generate_feed(feed, FEED_SPEC)
     segments_json = (feed / "meta" / "Segments.json").read_text()
@@ -166,9 +167,9 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
     (feed / "meta" / "Segments.json").write_text(published(FEED_SPEC.start - HOUR))
     azurite.upload_folder(feed, FEED_CONTAINER)
     partly = FEED_SPEC.last_consumable - 2 * HOUR
-    sink = tmp_path / "sink" / "shop"
+    sink = tmp_path / "sink"
     sink_truth = generate_sink(sink, SINK_SPEC)
-    azurite.upload_folder(tmp_path / "sink", SINK_CONTAINER)
+    azurite.upload_folder(sink, SINK_CONTAINER)
     source = str(tmp_path / "source")
     create_source(spark, source, rows=30)
     simulator = SourceSimulator(spark, source, seed=5, key_space=60)
@@ -184,7 +185,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
                    "windows_per_batch": 1, "sensor_poke_seconds": 2, "sensor_timeout_seconds": 90}
     cdf_config = {"pipelines": [{"name": "orders", "source_table": source, "target_table": str(lake / "orders"),
                                  "keys": ["id"]}], "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
-    crdb_config = {"sink_root": f"az://{SINK_CONTAINER}/shop", "wasb_conn_id": "wasb_lake",
+    crdb_config = {"sink_root": f"az://{SINK_CONTAINER}", "wasb_conn_id": "wasb_lake",
                    "target_root": str(lake / "crdb"), "resolved_per_batch": 50,
                    "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
     with ExitStack() as stack:
@@ -240,6 +241,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
             return sorted(tuple(r) for r in df.select("id", "name", "amount", "touched").collect())
         assert rows(live_rows(spark, str(lake / "orders"))) == rows(simulator.snapshot())
         crdb_matches_truth(spark, lake / "crdb", sink_truth)
+        assert variable(env, "lakefeed_crdb_checkpoint")["sink"] == f"azure://{azurite.account}/{SINK_CONTAINER}"
         assert variable(env, "lakefeed_blob_checkpoint")["watermark"] == format_time(partly)
 
         # 2. An Airflow backfill of two past hours, both runs at once: each re-applies its window and

@@ -1,8 +1,9 @@
 """Azure locations at any root, in every URL form, on a real Azurite: a CockroachDB sink at a container's
 root, under a path, under a deep path, written ``az://``, ``abfss://`` or ``wasbs://``, is read the same
 through the ``wasb`` connection (sensor, planner) and through adlfs (the Spark executors); a sink root
-with nothing under it is refused naming it, never waited on into a green empty run; and a scheduled DAG
-run applies a sink at a container's root."""
+with nothing under it is refused naming it, never waited on into a green empty run. (Scheduled runs apply
+a sink at a container's root in tests/fullstack/test_multi_worker.py.) Delta tables on Azure are read
+with the connection's credential only, in every connection form."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ from lakefeed.crdb.generator import SinkSpec, generate_sink
 from lakefeed.crdb.sink import list_sink
 from lakefeed.errors import FeedConfigError, FeedError
 from lakefeed.storage import Store
-from tests.airflow_env import dags_test, dags_test_env, variable, with_config
-from tests.integration.test_crdb_job import assert_matches_truth
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,21 +92,6 @@ def test_a_sink_root_with_nothing_under_it_is_refused_naming_it(azurite, sinks, 
     with pytest.raises(FeedConfigError, match="is in the storage account otheracct, but the connection wasb_lake"):
         resolved_readiness(sink_root="abfss://crdbroot@otheracct.dfs.core.windows.net", wasb_conn_id="wasb_lake",
                            resolved=None, sink_identity=None, checkpoint_variable="lakefeed_crdb_checkpoint")
-
-
-def test_a_scheduled_run_applies_a_sink_at_a_containers_root(spark, azurite, sinks, tmp_path):
-    _, truth = sinks
-    lake = tmp_path / "lake"
-    config = {"sink_root": "az://crdbroot", "wasb_conn_id": "wasb_lake", "target_root": str(lake),
-              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1, "resolved_per_batch": 50}
-    env = with_config(dags_test_env(tmp_path / "airflow", AIRFLOW_CONN_WASB_LAKE=wasb_connection(azurite)),
-                      "lakefeed_crdb_config", config)
-    env.pop("AZURE_STORAGE_CONNECTION_STRING", None)  # the connection is the only credential
-    dags_test(env, "cockroach_changefeed_to_delta")
-    assert_matches_truth(spark, lake, truth)
-    checkpoint = variable(env, "lakefeed_crdb_checkpoint")
-    assert checkpoint["resolved"] == truth.resolved[-1]
-    assert checkpoint["sink"] == f"azure://{azurite.account}/crdbroot"
 
 
 def connection_forms(azurite) -> dict[str, dict]:

@@ -34,7 +34,6 @@ from tests.airflow_env import (
     task_tries,
     variable,
     wait_for,
-    xcom,
 )
 
 pytestmark = pytest.mark.integration

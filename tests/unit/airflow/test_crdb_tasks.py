@@ -2,7 +2,6 @@
 real summary files and the real compare-and-set store over a file cell."""
 
 import asyncio
-import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
