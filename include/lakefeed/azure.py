@@ -64,6 +64,13 @@ def parse_connection_string(text: str) -> dict[str, str]:
     return {key.strip(): value.strip() for key, _, value in pairs}
 
 
+def credential_account(credentials: dict[str, str]) -> str | None:
+    """The storage account a credential is for, when it says."""
+    if credentials.get(CONNECTION_STRING):
+        return parse_connection_string(credentials[CONNECTION_STRING]).get("AccountName") or None
+    return credentials.get(ACCOUNT_NAME) or None
+
+
 def adlfs_options(credentials: dict[str, str]) -> dict[str, str]:
     """``AzureBlobFileSystem`` keyword arguments for credentials named as :func:`credential_env` names them."""
     if credentials.get(CONNECTION_STRING):
@@ -142,6 +149,18 @@ def azure_location(url: str) -> AzureLocation:
         raise ValueError(f"no container in the Azure URL {url}")
     account = host.split(".")[0] if host else None
     return AzureLocation(container, "/".join(part for part in parsed.path.split("/") if part), account or None)
+
+
+def delta_rs_url(url: str) -> str:
+    """The URL delta-rs opens for ``url``: the ``wasb[s]://`` form becomes ``abfss://`` on the account's DFS
+    host (object_store takes no ``.blob.core.windows.net`` host); other URLs are returned as they are."""
+    parsed = urlparse(url)
+    if parsed.scheme in ("wasb", "wasbs"):
+        location = azure_location(url)
+        netloc = f"{location.container}@{location.account}.dfs.core.windows.net" if location.account \
+            else location.container
+        return parsed._replace(scheme="abfss", netloc=netloc).geturl()
+    return url
 
 
 def fsspec_url(url: str) -> str:

@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from lakefeed.azure import fsspec_url
+from lakefeed.azure import delta_rs_url
 from lakefeed.errors import ChangeDataError
 from lakefeed.jsonio import parse_json
 from lakefeed.storage import Store
@@ -110,7 +110,7 @@ class DeltaLog:
         checkpoints for us)."""
         from deltalake import DeltaTable
 
-        table = DeltaTable(fsspec_url(self.store.root), version=version, storage_options=self._delta_options)
+        table = DeltaTable(delta_rs_url(self.store.root), version=version, storage_options=self._delta_options)
         metadata = table.metadata()
         return dict(metadata.configuration or {}), json.loads(table.schema().to_json())["fields"]
 
@@ -149,7 +149,7 @@ class DeltaLog:
                 return metadata
         from deltalake import DeltaTable  # no commit or checkpoint holds it (log cleanup): let delta-rs replay
 
-        return {"id": DeltaTable(fsspec_url(self.store.root), version=version,
+        return {"id": DeltaTable(delta_rs_url(self.store.root), version=version,
                                  storage_options=self._delta_options).metadata().id}
 
     def _checkpoint_metadata(self, name: str) -> dict | None:

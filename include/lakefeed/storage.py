@@ -79,6 +79,14 @@ class StoreBase:
         return parse_json(raw, self.url(relative), FeedCorruptError)
 
 
+def _fits(credentials: dict[str, str], account: str | None) -> bool:
+    """Whether ``credentials`` may serve a URL naming ``account`` (None: the URL names none)."""
+    from lakefeed.azure import credential_account
+
+    found = credential_account(credentials)
+    return account is None or found is None or found.lower() == account.lower()
+
+
 @dataclass
 class Store(StoreBase):
     """A folder of files under ``root`` (``/data/feed``, ``file:///…``, ``az://container/path``, any Azure form).
@@ -93,17 +101,31 @@ class Store(StoreBase):
     credentials: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        from lakefeed.azure import adlfs_options, environment_credentials, fsspec_url, is_azure_url
+        from lakefeed.azure import (
+            adlfs_options,
+            azure_location,
+            credential_account,
+            environment_credentials,
+            fsspec_url,
+            is_azure_url,
+        )
 
         self.root = self.root.rstrip("/") or "/"
         options: dict[str, str] = {}
         if is_azure_url(self.root):
+            from lakefeed.errors import FeedConfigError
+
             # The connection's credential, or the one the task put in this process's environment from it
             # (a Spark driver or executor); never adlfs's own fallback to whatever identity the machine has.
-            self.credentials = self.credentials or _CONNECTION_CREDENTIALS.get() or environment_credentials()
+            # A credential of another account than the one the URL names is not used for it.
+            account = azure_location(self.root).account
+            if self.credentials and not _fits(self.credentials, account):
+                raise FeedConfigError(f"{self.root} is in the storage account {account}, but the credential given "
+                                      f"for it is for the account {credential_account(self.credentials)}")
+            self.credentials = self.credentials or next(
+                (found for found in (_CONNECTION_CREDENTIALS.get(), environment_credentials())
+                 if found and _fits(found, account)), {})
             if not self.credentials:
-                from lakefeed.errors import FeedConfigError
-
                 raise FeedConfigError(f"no credentials to read {self.root}: set wasb_conn_id in the pipeline's "
                                       f"configuration to the Airflow connection of its storage account")
             options = adlfs_options(self.credentials)

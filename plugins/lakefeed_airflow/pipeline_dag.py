@@ -70,9 +70,10 @@ def recorded_events(alias_events: Callable[[], Any]) -> AnnouncedSince:
 
 def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: Callable[[dict], list],
                   commit: Callable[[dict, JobOutputs, str, AnnouncedSince], dict], plan_task_id: str, apply_task_id: str, commit_task_id: str,
-                  job_script: str, job_name: str, reads_azure: bool = True) -> None:
-    """Create the tasks after ``sensor`` inside a ``@dag`` function. The Spark settings, timeout and, when
-    ``reads_azure``, the ``wasb`` connection come from the configuration the plan carries."""
+                  job_script: str, job_name: str) -> None:
+    """Create the tasks after ``sensor`` inside a ``@dag`` function. The Spark settings, timeout and the
+    ``wasb`` connection (whose credential the job gets in its environment) come from the configuration
+    the plan carries."""
     config = f"ti.xcom_pull(task_ids='{plan_task_id}')['config']"
 
     @task(task_id=plan_task_id, retries=1, multiple_outputs=False)
@@ -113,7 +114,7 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
         pool=SPARK_POOL,
         packages=delta_package(),
         name=job_name,
-        wasb_conn_id=f"{{{{ {config}.wasb_conn_id or '' }}}}" if reads_azure else None,
+        wasb_conn_id=f"{{{{ {config}.wasb_conn_id or '' }}}}",
         extra_conf=f"{{{{ ({config}.spark_conf or {{}}) | tojson }}}}",
         timeout_minutes=f"{{{{ {config}.spark_job_timeout_minutes }}}}",
         summary_root=f"{{{{ {config}.job_summary_root or '' }}}}",

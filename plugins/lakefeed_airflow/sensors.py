@@ -181,13 +181,15 @@ class DeltaVersionSensor(_PollingSensor):
         from lakefeed.targets import verify_targets
         from lakefeed_airflow.cdf_tasks import refresh_remedy, verify_definition_of
         from lakefeed_airflow.settings import VariableCell
+        from lakefeed_airflow.wasb_feed import connection_scope
 
         watched = []
         for source in json.loads(self.sources) if isinstance(self.sources, str) else self.sources:
             cell = VariableCell(source["checkpoint_variable"])
             checkpoint = CdfCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
-            verify_targets(checkpoint.targets, {"target": source["target_table"]}, f"Variable {cell.name}",
-                           refresh_remedy(source["name"]))
+            with connection_scope(source.get("wasb_conn_id")):
+                verify_targets(checkpoint.targets, {"target": source["target_table"]}, f"Variable {cell.name}",
+                               refresh_remedy(source["name"]))
             if "keys" in source:
                 verify_definition_of(source["name"], checkpoint, source["keys"], source.get("columns"),
                                      f"Variable {cell.name}")

@@ -215,3 +215,28 @@ def _refused(url: str) -> bool:
     except FeedConfigError:
         return True
     return False
+
+
+def test_a_credential_of_another_account_is_never_used_for_a_url_naming_one(monkeypatch):
+    from lakefeed.errors import FeedConfigError
+    from lakefeed.storage import Store, connection_credentials
+
+    for name in CREDENTIAL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    lake = "abfss://tables@lakeacct.dfs.core.windows.net/orders"
+    with pytest.raises(FeedConfigError, match="is in the storage account lakeacct, but the credential given for "
+                                              "it is for the account feedacct"):
+        Store(lake, credentials={ACCOUNT_NAME: "feedacct", ACCOUNT_KEY: "k"})
+    with connection_credentials({ACCOUNT_NAME: "feedacct", ACCOUNT_KEY: "k"}):
+        with pytest.raises(FeedConfigError, match=f"no credentials to read {lake}"):
+            Store(lake)  # the feed's connection is not the lake's
+        assert Store("az://tables/orders").delta_storage_options["account_name"] == "feedacct"
+    monkeypatch.setenv(CONNECTION_STRING, "AccountName=LakeAcct;AccountKey=a2V5")  # accounts ignore case
+    assert Store(lake).delta_storage_options["account_key"] == "a2V5"
+
+
+def test_delta_rs_opens_the_wasb_form_on_the_dfs_host():
+    from lakefeed.azure import delta_rs_url
+
+    assert delta_rs_url("wasbs://lake@acct.blob.core.windows.net/a/b") == "abfss://lake@acct.dfs.core.windows.net/a/b"
+    assert delta_rs_url("az://lake/a") == "az://lake/a" and delta_rs_url("/tmp/t") == "/tmp/t"
