@@ -26,23 +26,23 @@ from lakefeed.jsonio import parse_json
 from lakefeed.errors import FeedCorruptError, FeedError, StorageUnavailableError
 
 log = logging.getLogger(__name__)
+# Attempts at a remote read before it counts as unavailable (LAKEFEED_READ_ATTEMPTS overrides).
+RETRY_ATTEMPTS = int(os.environ.get("LAKEFEED_READ_ATTEMPTS", "5"))
 # The credential of the storage account connection the current task, sensor check or trigger check works
-# with (:func:`connection_credentials`): stores of Azure URLs opened meanwhile without one of their own
+# with (:func:`credentials_scope`): stores of Azure URLs opened meanwhile without one of their own
 # take it. A context variable, so concurrent trigger checks in one triggerer never see each other's.
 _CONNECTION_CREDENTIALS: ContextVar[dict[str, str] | None] = ContextVar("lakefeed_connection_credentials",
                                                                        default=None)
 
 
 @contextmanager
-def connection_credentials(credentials: dict[str, str] | None) -> Iterator[None]:
+def credentials_scope(credentials: dict[str, str] | None) -> Iterator[None]:
     """Open the stores of Azure URLs in the body with ``credentials`` (None: as outside it)."""
     token = _CONNECTION_CREDENTIALS.set(credentials or _CONNECTION_CREDENTIALS.get())
     try:
         yield
     finally:
         _CONNECTION_CREDENTIALS.reset(token)
-# Attempts at a remote read before it counts as unavailable (LAKEFEED_READ_ATTEMPTS overrides).
-RETRY_ATTEMPTS = int(os.environ.get("LAKEFEED_READ_ATTEMPTS", "5"))
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,8 @@ class Store(StoreBase):
     """A folder of files under ``root`` (``/data/feed``, ``file:///…``, ``az://container/path``, any Azure form).
 
     Azure URLs go through adlfs with ``credentials`` (named as :func:`lakefeed.azure.credential_env`
-    names them, from the configured ``wasb`` connection); without them, those of the enclosing
-    :func:`connection_credentials`, else those the task put in the environment (a Spark job's), else the
+    names them, from the configured ``wasb`` connection); without them, those of the
+    enclosing :func:`credentials_scope`, else those the task put in the environment (a Spark job's), else the
     store is refused. Nothing secret is in ``root``, and ``credentials`` never show in ``repr``.
     """
 

@@ -80,10 +80,10 @@ def connection_credentials(wasb_conn_id: str) -> dict[str, str]:
 
 def connection_scope(wasb_conn_id: str | None):
     """Within it, stores of Azure URLs opened without a credential of their own (target ledgers, tables
-    under a root) read with this connection's (:func:`lakefeed.storage.connection_credentials`)."""
-    from lakefeed.storage import connection_credentials as scope
+    under a root) read with this connection's (:func:`lakefeed.storage.credentials_scope`)."""
+    from lakefeed.storage import credentials_scope
 
-    return scope(connection_credentials(wasb_conn_id) if wasb_conn_id else None)
+    return credentials_scope(connection_credentials(wasb_conn_id) if wasb_conn_id else None)
 
 
 def location_store(location: str, wasb_conn_id: str | None) -> StoreBase:

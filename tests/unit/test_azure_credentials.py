@@ -188,7 +188,7 @@ def test_stores_opened_within_a_connections_scope_take_its_credential(monkeypatc
     import threading
 
     from lakefeed.errors import FeedConfigError
-    from lakefeed.storage import Store, connection_credentials
+    from lakefeed.storage import Store, credentials_scope
 
     for name in CREDENTIAL_ENV:
         monkeypatch.delenv(name, raising=False)
@@ -196,8 +196,8 @@ def test_stores_opened_within_a_connections_scope_take_its_credential(monkeypatc
     with pytest.raises(FeedConfigError, match=f"no credentials to read {url}"):
         Store(url)
     seen = {}
-    with connection_credentials({ACCOUNT_NAME: "acct", ACCOUNT_KEY: "k3y"}):
-        with connection_credentials(None):  # a step with no connection of its own keeps the enclosing one
+    with credentials_scope({ACCOUNT_NAME: "acct", ACCOUNT_KEY: "k3y"}):
+        with credentials_scope(None):  # a step with no connection of its own keeps the enclosing one
             assert Store(url).delta_storage_options == {"account_name": "acct", "account_key": "k3y"}
         # Another thread (a concurrent trigger check) does not see this scope.
         thread = threading.Thread(target=lambda: seen.setdefault("outside", _refused(url)))
@@ -219,7 +219,7 @@ def _refused(url: str) -> bool:
 
 def test_a_credential_of_another_account_is_never_used_for_a_url_naming_one(monkeypatch):
     from lakefeed.errors import FeedConfigError
-    from lakefeed.storage import Store, connection_credentials
+    from lakefeed.storage import Store, credentials_scope
 
     for name in CREDENTIAL_ENV:
         monkeypatch.delenv(name, raising=False)
@@ -227,7 +227,7 @@ def test_a_credential_of_another_account_is_never_used_for_a_url_naming_one(monk
     with pytest.raises(FeedConfigError, match="is in the storage account lakeacct, but the credential given for "
                                               "it is for the account feedacct"):
         Store(lake, credentials={ACCOUNT_NAME: "feedacct", ACCOUNT_KEY: "k"})
-    with connection_credentials({ACCOUNT_NAME: "feedacct", ACCOUNT_KEY: "k"}):
+    with credentials_scope({ACCOUNT_NAME: "feedacct", ACCOUNT_KEY: "k"}):
         with pytest.raises(FeedConfigError, match=f"no credentials to read {lake}"):
             Store(lake)  # the feed's connection is not the lake's
         assert Store("az://tables/orders").delta_storage_options["account_name"] == "feedacct"
