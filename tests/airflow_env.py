@@ -49,7 +49,10 @@ def dags_test(env: dict[str, str], dag_id: str, conf: dict | None = None,
               succeed: bool = True) -> subprocess.CompletedProcess:
     """One `airflow dags test` run; by default it must succeed (its exit code reflects failed tasks)."""
     result = subprocess.run(dags_test_command(dag_id, conf), env=env, capture_output=True, text=True, timeout=900)
-    assert (result.returncode == 0) == succeed, (result.stdout + result.stderr)[-8000:]
+    if (result.returncode == 0) != succeed:
+        full = Path(env["AIRFLOW_HOME"]) / f"dags-test-{dag_id}-{time.time_ns()}.log"  # the whole output, kept
+        full.write_text(result.stdout + result.stderr)
+        raise AssertionError(f"{(result.stdout + result.stderr)[-8000:]}\n(the whole output: {full})")
     return result
 
 
@@ -130,6 +133,9 @@ def job_summaries(env: dict[str, str], dag_id: str) -> list[dict]:
 def asset_events(env: dict[str, str], uri: str) -> list[dict]:
     """The ``extra`` of every asset event Airflow recorded for the asset ``uri``, oldest first (from the
     SQLite database of ``airflow dags test``, or the database ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`` names)."""
+    from airflow.sdk import Asset
+
+    uri = Asset(uri).uri  # as Airflow stores it (``abfss://c@account.dfs.core.windows.net`` gains a ``/``)
     query = ("SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
              "WHERE asset.uri = {} ORDER BY asset_event.id")
     if env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"):

@@ -42,6 +42,7 @@ LONGEST_FIRST = (  # measured in a CI rehearsal (seconds of the file, under load
     "tests/integration/test_cdf_dag_identity.py",       # ~550
     "tests/integration/test_blob_job.py",               # ~500
     "tests/ui/test_ui.py",                              # ~400
+    "tests/integration/test_azure_dags.py",             # ~240 alone
     "tests/integration/test_crdb_dag_identity.py",      # ~390
     "tests/integration/test_crdb_dag.py",               # ~380
     "tests/integration/test_blob_dag_retention.py",     # ~310
@@ -67,7 +68,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 @pytest.fixture(scope="session")
 def spark():
-    from lakefeed.spark import get_session
+    from lakefeed.spark import delta_package, get_session, hadoop_azure_package
 
     # This JVM runs every in-process test of a worker: the full JIT (a user's own SPARK_SUBMIT_OPTS stay).
     short_lived = os.environ.pop("SPARK_SUBMIT_OPTS") if os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_LIVED_JVM \
@@ -77,7 +78,9 @@ def spark():
             "lakefeed-tests",
             master="local[2]",
             extra={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                   "spark.driver.memory": "2g"},
+                   "spark.driver.memory": "2g",
+                   # Tables on Azurite are read back through hadoop-azure (delta-rs reads no deletion vectors).
+                   "spark.jars.packages": f"{delta_package()},{hadoop_azure_package()}"},
         )
     finally:
         if short_lived is not None:

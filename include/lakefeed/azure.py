@@ -81,23 +81,128 @@ def adlfs_options(credentials: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in options.items() if value}
 
 
+@dataclass(frozen=True)
+class CredentialFields:
+    """A credential's parts, whichever form it came in (a connection string or separate names)."""
+
+    account: str | None = None
+    key: str | None = None
+    sas: str | None = None
+    endpoint: str | None = None  # a connection string's BlobEndpoint (Azurite, sovereign clouds)
+    tenant_id: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+
+
+def credential_fields(credentials: dict[str, str]) -> CredentialFields:
+    if credentials.get(CONNECTION_STRING):
+        parts = parse_connection_string(credentials[CONNECTION_STRING])
+        sas, endpoint = parts.get("SharedAccessSignature"), parts.get("BlobEndpoint")
+        return CredentialFields(account=parts.get("AccountName") or None, key=parts.get("AccountKey") or None,
+                                sas=sas.lstrip("?") if sas else None,
+                                endpoint=endpoint.rstrip("/") if endpoint else None)
+    sas = credentials.get(SAS_TOKEN)
+    return CredentialFields(account=credentials.get(ACCOUNT_NAME) or None, key=credentials.get(ACCOUNT_KEY) or None,
+                            sas=sas.lstrip("?") if sas else None, tenant_id=credentials.get(TENANT_ID) or None,
+                            client_id=credentials.get(CLIENT_ID) or None,
+                            client_secret=credentials.get(CLIENT_SECRET) or None)
+
+
 def delta_storage_options(credentials: dict[str, str]) -> dict[str, str]:
     """delta-rs ``storage_options`` (object_store's Azure keys) for the same credentials. A connection
     string's ``BlobEndpoint`` (Azurite, sovereign clouds) becomes ``endpoint`` (``allow_http`` for http)."""
-    if credentials.get(CONNECTION_STRING):
-        parts = parse_connection_string(credentials[CONNECTION_STRING])
-        account, key = parts.get("AccountName"), parts.get("AccountKey")
-        sas, endpoint = parts.get("SharedAccessSignature"), parts.get("BlobEndpoint")
-        client = {}
-    else:
-        account, key, sas, endpoint = (credentials.get(ACCOUNT_NAME), credentials.get(ACCOUNT_KEY),
-                                       credentials.get(SAS_TOKEN), None)
-        client = {"tenant_id": credentials.get(TENANT_ID), "client_id": credentials.get(CLIENT_ID),
-                  "client_secret": credentials.get(CLIENT_SECRET)}
-    options = {"account_name": account, "account_key": key, "sas_token": sas.lstrip("?") if sas else None,
-               **client, "endpoint": endpoint.rstrip("/") if endpoint else None,
-               "allow_http": "true" if endpoint and endpoint.startswith("http://") else None}
+    fields = credential_fields(credentials)
+    endpoint = fields.endpoint
+    options = {"account_name": fields.account, "account_key": fields.key, "sas_token": fields.sas,
+               "tenant_id": fields.tenant_id, "client_id": fields.client_id, "client_secret": fields.client_secret,
+               "endpoint": endpoint, "allow_http": "true" if endpoint and endpoint.startswith("http://") else None}
     return {name: value for name, value in options.items() if value}
+
+
+# Hadoop's Azure filesystem (hadoop-azure's ABFS; its WASB driver is gone from Hadoop 3.5) opens
+# abfs[s]://<container>@<account>.dfs.<suffix>/<path>. Its settings are keyed by that host.
+DEFAULT_SUFFIX = "core.windows.net"
+CLIENT_CREDENTIALS_PROVIDER = "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider"
+
+
+def _endpoint_parts(endpoint: str | None) -> tuple[str | None, str | None]:
+    """``(suffix, emulator "ip:port")`` of a connection string's BlobEndpoint: a DNS endpoint
+    (``https://acct.blob.core.chinacloudapi.cn``) gives its suffix; an address-style one
+    (``http://127.0.0.1:10000/acct``, an emulator) gives ``host:port``."""
+    if not endpoint:
+        return None, None
+    parsed = urlparse(endpoint)
+    host = parsed.hostname or ""
+    if ".blob." in host:
+        return host.split(".blob.", 1)[1], None
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return None, f"{host}:{port}"
+
+
+def hadoop_settings(credentials: dict[str, str]) -> dict[str, str]:
+    """hadoop-azure (ABFS) settings for a credential: what Spark's driver and executors open the account's
+    ``abfs[s]://`` URLs with. Keyed by the account's DFS and blob hosts; an emulator's address-style endpoint
+    (Azurite) sets ABFS's ``fs.azure.abfs.endpoint``. No secret, no settings: a credential naming only the
+    account (managed identity) leaves authentication to the cluster's own configuration."""
+    fields = credential_fields(credentials)
+    if not fields.account:
+        return {}
+    suffix, emulator = _endpoint_parts(fields.endpoint)
+    settings: dict[str, str] = {}
+    if emulator:
+        settings.update({"fs.azure.abfs.endpoint": emulator, "fs.azure.fns.account.service.type": "BLOB",
+                         "fs.azure.account.hns.enabled": "false"})
+        if fields.endpoint and fields.endpoint.startswith("http://"):
+            # Plain http: ABFS's Apache HTTP client insists on a TLS socket factory; the JDK's client does not.
+            settings.update({"fs.azure.always.use.https": "false",
+                             "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION"})
+    suffix = suffix or DEFAULT_SUFFIX
+    for host in (f"{fields.account}.dfs.{suffix}", f"{fields.account}.blob.{suffix}"):
+        if fields.key:
+            settings.update({f"fs.azure.account.auth.type.{host}": "SharedKey",
+                             f"fs.azure.account.key.{host}": fields.key})
+        elif fields.sas:
+            settings.update({f"fs.azure.account.auth.type.{host}": "SAS",
+                             f"fs.azure.sas.fixed.token.{host}": fields.sas})
+        elif fields.client_secret and fields.tenant_id:
+            settings.update({
+                f"fs.azure.account.auth.type.{host}": "OAuth",
+                f"fs.azure.account.oauth.provider.type.{host}": CLIENT_CREDENTIALS_PROVIDER,
+                f"fs.azure.account.oauth2.client.endpoint.{host}":
+                    f"https://login.microsoftonline.com/{fields.tenant_id}/oauth2/token",
+                f"fs.azure.account.oauth2.client.id.{host}": fields.client_id or "",
+                f"fs.azure.account.oauth2.client.secret.{host}": fields.client_secret})
+    return settings
+
+
+def hadoop_url(url: str, credentials: dict[str, str]) -> str:
+    """The URL Spark opens for an Azure location written in any form: ``abfs[s]://`` as written,
+    ``wasb[s]://c@acct.blob.<suffix>/p`` as ``abfs[s]://c@acct.dfs.<suffix>/p`` (Hadoop 3.5 has no WASB
+    driver), ``az://c/p`` on the credential's account. Against an emulator endpoint the URL takes the
+    plain ``abfs`` scheme and the DFS host :func:`hadoop_settings` points at it. Other URLs and paths are
+    returned as they are."""
+    if not is_azure_url(url):
+        return url
+    parsed = urlparse(url)
+    location = azure_location(url)
+    fields = credential_fields(credentials)
+    account = location.account or fields.account
+    if not account:
+        raise ValueError(f"{url} names no storage account and no credential gives one: write it as "
+                         f"abfss://{location.container}@<account>.dfs.{DEFAULT_SUFFIX}/… or set the pipeline's "
+                         f"wasb_conn_id")
+    suffix, emulator = _endpoint_parts(fields.endpoint if fields.account == account else None)
+    host = parsed.hostname or ""
+    if not suffix and "." in host:
+        suffix = host.split(".", 2)[2] if host.count(".") >= 2 else None
+    if emulator:
+        scheme, suffix = ("abfs" if fields.endpoint and fields.endpoint.startswith("http://") else "abfss"), None
+    elif parsed.scheme in ("abfs", "abfss") and location.account:
+        return url
+    else:
+        scheme = "abfs" if parsed.scheme in ("abfs", "wasb") else "abfss"
+    path = f"/{location.prefix}" if location.prefix else "/"
+    return f"{scheme}://{location.container}@{account}.dfs.{suffix or DEFAULT_SUFFIX}{path}"
 
 
 def _account_from_host(host: str | None) -> str:

@@ -127,7 +127,7 @@ def run_spark_job(app_name: str, summary_path: str | None, prepare: Callable[[],
         prepared = prepare()
     except Refusal as exc:
         return _refused(log, exc, summary_path)
-    from lakefeed.spark import get_session, ship_library
+    from lakefeed.spark import get_session, ship_library, stop_session
 
     spark = get_session(app_name)
     spark.sparkContext.setLogLevel("WARN")
@@ -137,7 +137,7 @@ def run_spark_job(app_name: str, summary_path: str | None, prepare: Callable[[],
     except Refusal as exc:
         return _refused(log, exc, summary_path)
     finally:
-        spark.stop()
+        stop_session(spark)
     log.info("summary %s", json.dumps(summary.to_dict()))
     write_summary(summary.to_dict(), summary_path)
     return 0

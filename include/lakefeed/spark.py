@@ -93,7 +93,53 @@ def get_session(app_name: str, master: str | None = None, extra: dict[str, str] 
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     _check_delta(spark)
+    apply_storage_credentials(spark)
     return spark
+
+
+def apply_storage_credentials(spark, credentials: dict[str, str] | None = None) -> None:
+    """Give Spark's Hadoop filesystems the storage credential the task put in this process's environment
+    (:func:`lakefeed.azure.environment_credentials`): hadoop-azure's ``fs.azure.*`` settings, set on the
+    running context's Hadoop configuration (which Delta hands to executors with each job), never on a
+    command line. Spark redacts them wherever it shows configuration (``spark.redaction.regex``)."""
+    from lakefeed.azure import environment_credentials, hadoop_settings
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in hadoop_settings(environment_credentials() if credentials is None else credentials).items():
+        hadoop.set(key, value)
+
+
+def jvm_location(location: str) -> str:
+    """The path or URL Spark opens for a configured table location: a local path made absolute, an Azure
+    location in any form as the ``abfs[s]://`` URL hadoop-azure reads (:func:`lakefeed.azure.hadoop_url`,
+    on the account of the task's credential when the URL names none)."""
+    from lakefeed.azure import environment_credentials, hadoop_url
+    from lakefeed.delta import table_location
+
+    return hadoop_url(table_location(location), environment_credentials())
+
+
+def hadoop_azure_package() -> str:
+    """Maven coordinate of hadoop-azure matching the Hadoop that pyspark ships (its ABFS filesystem opens
+    ``abfs[s]://`` tables)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("pyspark")  # not imported: the submit task only needs its folder
+    jars = Path(next(iter(spec.submodule_search_locations or []))) / "jars" if spec else Path("pyspark/jars")
+    found = sorted(jars.glob("hadoop-client-api-*.jar"))
+    if not found:
+        raise RuntimeError(f"no hadoop-client-api jar in {jars}: cannot tell which hadoop-azure matches")
+    return f"org.apache.hadoop:hadoop-azure:{found[-1].name.removeprefix('hadoop-client-api-').removesuffix('.jar')}"
+
+
+def stop_session(spark) -> None:
+    """Stop the session, then close the JVM's Hadoop filesystems: hadoop-azure's ABFS keeps non-daemon
+    thread pools per filesystem that would keep spark-submit's JVM alive after its job is done (Hadoop closes
+    them only in a shutdown hook, which a JVM with live non-daemon threads never reaches)."""
+    jvm = spark.sparkContext._jvm
+    spark.stop()
+    if jvm is not None:
+        jvm.org.apache.hadoop.fs.FileSystem.closeAll()
 
 
 def _check_delta(spark) -> None:

@@ -128,7 +128,10 @@ class Store(StoreBase):
             if not self.credentials:
                 raise FeedConfigError(f"no credentials to read {self.root}: set wasb_conn_id in the pipeline's "
                                       f"configuration to the Airflow connection of its storage account")
-            options = adlfs_options(self.credentials)
+            # No listings cache: fsspec shares one filesystem instance per process and credential, and a
+            # folder listed before a writer added to it (a target's _delta_log read by the plan step, then by
+            # the commit step after the job) must be listed anew.
+            options = {**adlfs_options(self.credentials), "use_listings_cache": False}
         self._fs, self._root_path = url_to_fs(fsspec_url(self.root), **options)
 
     @property

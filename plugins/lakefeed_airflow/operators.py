@@ -9,8 +9,10 @@ Like the provider's operator, plus what the jobs' contract needs:
 - ``timeout_minutes`` (templated) becomes the task's ``execution_timeout``
   when it starts, so a hung spark-submit is killed and the pool slot freed;
 - ``extra_conf`` (templated; a dict or its JSON) adds ``--conf`` settings;
-- ``wasb_conn_id`` (templated): the feed's Azure credentials go into the
-  environment of the spark-submit process, never its command line;
+- ``wasb_conn_id`` (templated): the pipeline's Azure credentials go into the
+  environment of the spark-submit process, never its command line (the job
+  hands them to adlfs and to hadoop-azure's ABFS); a job that opens Azure
+  storage gets hadoop-azure added to its ``packages``;
 - the job's summary comes back as the task's XCom (a refusal's reason under
   ``refusal``): the operator adds ``--summary-json <location>`` and reads what the
   driver left there. The location is a scratch folder of this task (client deploy
@@ -77,6 +79,19 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         if not isinstance(extra, dict):
             raise ValueError(f"extra_conf must be a JSON object of Spark settings, got {self.extra_conf!r}")
         self.conf = {**(self.conf or {}), **{str(k): str(v) for k, v in extra.items()}}
+        if self._reads_azure():
+            from lakefeed.spark import hadoop_azure_package
+
+            packages = [p for p in str(self.packages or "").split(",") if p]
+            if not any(":hadoop-azure:" in p for p in packages):
+                self.packages = ",".join([*packages, hadoop_azure_package()])
+
+    def _reads_azure(self) -> bool:
+        """Whether the job opens Azure storage from Spark (a connection to read with, or an Azure URL among
+        its arguments): then Spark needs hadoop-azure's filesystem."""
+        from lakefeed.azure import is_azure_url
+
+        return not _unset(self.wasb_conn_id) or any(is_azure_url(str(a)) for a in self.application_args or [])
 
     def execute(self, context: Any) -> dict:
         """Submit the job; return its summary (the task's XCom)."""

@@ -179,3 +179,21 @@ def test_a_blob_feed_without_segments_json_is_refused_naming_it(azurite, monkeyp
         with pytest.raises(FeedError, match=f"{url}/meta/Segments.json does not exist"):
             feed_readiness(feed_root=url, wasb_conn_id="wasb_lake", watermark=None, last_consumable_seen=None,
                            start_from=None, feed_identity=None, checkpoint_variable="lakefeed_blob_checkpoint")
+
+
+def test_a_folder_is_listed_anew_after_a_writer_added_to_it(azurite):
+    """One process reads a target's ``_delta_log`` before a job commits to it (the plan step) and after (the
+    commit step, the sensor's next check): fsspec shares one adlfs instance per credential, whose listings
+    cache would hide the new commit."""
+    from lakefeed.azure import CONNECTION_STRING
+
+    client = azurite.container("relisted")
+    for blob in client.list_blobs():
+        client.delete_blob(blob.name)
+    client.upload_blob("t/_delta_log/00000000000000000000.json", b"{}", overwrite=True)
+    credentials = {CONNECTION_STRING: azurite.connection_string}
+    assert [e.name for e in Store("az://relisted/t", credentials=credentials).list("_delta_log")] == [
+        "00000000000000000000.json"]
+    client.upload_blob("t/_delta_log/00000000000000000001.json", b"{}", overwrite=True)
+    assert [e.name for e in Store("az://relisted/t", credentials=credentials).list("_delta_log")] == [
+        "00000000000000000000.json", "00000000000000000001.json"]

@@ -240,3 +240,80 @@ def test_delta_rs_opens_the_wasb_form_on_the_dfs_host():
 
     assert delta_rs_url("wasbs://lake@acct.blob.core.windows.net/a/b") == "abfss://lake@acct.dfs.core.windows.net/a/b"
     assert delta_rs_url("az://lake/a") == "az://lake/a" and delta_rs_url("/tmp/t") == "/tmp/t"
+
+
+AZURITE_STRING = ("DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=a2V5;"
+                  "BlobEndpoint=http://127.0.0.1:10000/acct;")
+
+
+@pytest.mark.parametrize("url", [
+    "az://lake/a/b", "abfs://lake/a/b", "abfss://lake@acct.dfs.core.windows.net/a/b",
+    "wasbs://lake@acct.blob.core.windows.net/a/b/", "wasb://lake@acct.blob.core.windows.net/a/b",
+])
+def test_spark_opens_every_form_as_abfs_on_the_dfs_host(url):
+    from lakefeed.azure import hadoop_url
+
+    key = {ACCOUNT_NAME: "acct", ACCOUNT_KEY: "a2V5"}
+    secure = "abfs" if url.startswith(("abfs:", "wasb:")) else "abfss"
+    assert hadoop_url(url, key) == f"{secure}://lake@acct.dfs.core.windows.net/a/b"
+    # An emulator's http endpoint: plain abfs, on the host its settings point at the emulator.
+    assert hadoop_url(url, {CONNECTION_STRING: AZURITE_STRING}) == "abfs://lake@acct.dfs.core.windows.net/a/b"
+
+
+def test_spark_urls_at_a_containers_root_in_other_clouds_and_for_other_accounts():
+    from lakefeed.azure import hadoop_url
+
+    assert hadoop_url("az://lake", {ACCOUNT_NAME: "acct"}) == "abfss://lake@acct.dfs.core.windows.net/"
+    china = {CONNECTION_STRING: "AccountName=acct;AccountKey=k;BlobEndpoint=https://acct.blob.core.chinacloudapi.cn/"}
+    assert hadoop_url("az://lake/t", china) == "abfss://lake@acct.dfs.core.chinacloudapi.cn/t"
+    assert hadoop_url("wasbs://lake@acct.blob.core.chinacloudapi.cn/t", {}) \
+        == "abfss://lake@acct.dfs.core.chinacloudapi.cn/t"
+    # A URL naming another account keeps it, and no emulator endpoint of the credential's account applies.
+    assert hadoop_url("abfss://lake@other.dfs.core.windows.net/t", {CONNECTION_STRING: AZURITE_STRING}) \
+        == "abfss://lake@other.dfs.core.windows.net/t"
+    assert hadoop_url("/data/t", {}) == "/data/t" and hadoop_url("file:///data/t", {}) == "file:///data/t"
+    with pytest.raises(ValueError, match="az://lake/t names no storage account.*wasb_conn_id"):
+        hadoop_url("az://lake/t", {})
+
+
+def test_hadoop_settings_for_each_credential_form():
+    from lakefeed.azure import CLIENT_ID, CLIENT_SECRET, TENANT_ID, hadoop_settings
+
+    hosts = ("acct.dfs.core.windows.net", "acct.blob.core.windows.net")
+    key = hadoop_settings({ACCOUNT_NAME: "acct", ACCOUNT_KEY: "a2V5"})
+    assert key == {**{f"fs.azure.account.auth.type.{h}": "SharedKey" for h in hosts},
+                   **{f"fs.azure.account.key.{h}": "a2V5" for h in hosts}}
+    sas = hadoop_settings({ACCOUNT_NAME: "acct", SAS_TOKEN: "?sv=1&sig=x"})
+    assert {sas[f"fs.azure.sas.fixed.token.{h}"] for h in hosts} == {"sv=1&sig=x"}
+    assert {sas[f"fs.azure.account.auth.type.{h}"] for h in hosts} == {"SAS"}
+    principal = hadoop_settings({ACCOUNT_NAME: "acct", TENANT_ID: "t1", CLIENT_ID: "c1", CLIENT_SECRET: "s1"})
+    host = hosts[0]
+    assert principal[f"fs.azure.account.auth.type.{host}"] == "OAuth"
+    assert principal[f"fs.azure.account.oauth2.client.endpoint.{host}"] \
+        == "https://login.microsoftonline.com/t1/oauth2/token"
+    assert (principal[f"fs.azure.account.oauth2.client.id.{host}"],
+            principal[f"fs.azure.account.oauth2.client.secret.{host}"]) == ("c1", "s1")
+    # Managed identity (the account only) and no credential: the cluster's own configuration decides.
+    assert hadoop_settings({ACCOUNT_NAME: "acct"}) == {} and hadoop_settings({}) == {}
+    emulator = hadoop_settings({CONNECTION_STRING: AZURITE_STRING})
+    assert emulator["fs.azure.abfs.endpoint"] == "127.0.0.1:10000" and emulator["fs.azure.always.use.https"] == "false"
+    assert emulator[f"fs.azure.account.key.{host}"] == "a2V5"
+
+
+@pytest.mark.parametrize("credentials", [
+    {ACCOUNT_NAME: "acct", ACCOUNT_KEY: "c2VjcmV0a2V5"}, {ACCOUNT_NAME: "acct", SAS_TOKEN: "sv=1&sig=c2VjcmV0"},
+    {ACCOUNT_NAME: "acct", "AZURE_STORAGE_TENANT_ID": "t", "AZURE_STORAGE_CLIENT_ID": "c",
+     "AZURE_STORAGE_CLIENT_SECRET": "c2VjcmV0"},
+    {CONNECTION_STRING: AZURITE_STRING},
+])
+def test_every_hadoop_setting_holding_a_secret_is_redacted_by_spark(credentials):
+    import re
+
+    from lakefeed.azure import REDACTION_REGEX, credential_fields, hadoop_settings
+
+    fields = credential_fields(credentials)
+    secrets = {fields.key, fields.sas, fields.client_secret} - {None}
+    settings = hadoop_settings(credentials)
+    holding = [name for name, value in settings.items() if value in secrets]
+    assert holding and all(re.search(REDACTION_REGEX, name) for name in holding), holding
+    assert not any(re.search(REDACTION_REGEX, name) for name, value in settings.items() if value not in secrets)

@@ -33,6 +33,7 @@ from lakefeed.blob.transforms import (
 from lakefeed.config import DECODERS
 from lakefeed.delta import UPDATED_IN_PLACE, ensure_table, table_location, table_version, tagged_write
 from lakefeed.errors import refusal_from_worker
+from lakefeed.spark import jvm_location
 from lakefeed.storage import Store
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, s
         summary.strays = counts["strays"]
         summary.duplicatesRemoved = summary.eventsClaimed - summary.eventsUnique
         clock.lap("decode_dedupe")
-        _merge(spark, batch, events_table, state_table, summary)
+        _merge(spark, batch, jvm_location(events_table), jvm_location(state_table), summary)
         clock.lap("merge")
     finally:
         batch.unpersist()

@@ -52,6 +52,7 @@ from lakefeed.delta import (
 )
 from lakefeed.deltalog import DeltaLog
 from lakefeed.errors import ChangeDataError, FeedConfigError
+from lakefeed.spark import jvm_location
 from lakefeed.storage import Store
 
 log = logging.getLogger(__name__)
@@ -156,18 +157,19 @@ def run(spark: SparkSession, source: str, target: str, keys: list[str], start: i
     _check_target(delta_log, target, range_fields, latest_fields)
     check_later_changes(delta_log, start, end, range_fields, latest_fields)
 
-    changes = read_changes(spark, source, read_from, end)
+    spark_source, spark_target = jvm_location(source), jvm_location(target)  # the URLs Spark opens
+    changes = read_changes(spark, spark_source, read_from, end)
     selected = _columns(changes.columns, keys, columns)
     last_changes = last_change_per_key(changes, keys).persist()
     try:
         try:
             counts = last_changes.agg(F.count(F.lit(1)), F.sum(ROWS_OF_KEY), F.min(keys[0]), F.max(keys[0])).collect()[0]
         except Exception as exc:
-            raise (_vacuumed(exc, source, read_from, end) or _unreadable_schema(exc, delta_log, read_from, end)
+            raise (_vacuumed(exc, spark_source, read_from, end) or _unreadable_schema(exc, delta_log, read_from, end)
                    or exc)
         summary.keysChanged, summary.rowsRead = int(counts[0]), int(counts[1] or 0)
         laps["read"] = round(time.perf_counter() - clock, 3)
-        summary.addedColumns = _merge(spark, to_target_rows(last_changes, selected), target, keys, summary,
+        summary.addedColumns = _merge(spark, to_target_rows(last_changes, selected), spark_target, keys, summary,
                                       metadata={"pipeline": PIPELINE, "source": source,
                                                 "startingVersion": start, "endingVersion": end},
                                       key_range=(counts[2], counts[3]))
@@ -301,9 +303,10 @@ def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str],
         raise ChangeDataError(f"version {version} is beyond the latest version {latest} of {source}")
     from delta.tables import DeltaTable
 
-    commit = DeltaTable.forPath(spark, source).history().where(F.col("version") == version).collect()
+    spark_source, spark_target = jvm_location(source), jvm_location(target)  # the URLs Spark opens
+    commit = DeltaTable.forPath(spark, spark_source).history().where(F.col("version") == version).collect()
     timestamp = commit[0]["timestamp"] if commit else None
-    snapshot = spark.read.format("delta").option("versionAsOf", version).load(source)
+    snapshot = spark.read.format("delta").option("versionAsOf", version).load(spark_source)
     selected = _columns(snapshot.columns, keys, columns)
     rows = snapshot_rows(snapshot, selected, version, timestamp)
     # One commit (a CREATE OR REPLACE … AS SELECT) holds the rows and the base version: a kill can never
@@ -315,14 +318,14 @@ def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str],
     rows.createOrReplaceTempView(view)
     try:
         refreshed = tagged_write(
-            spark, target, {"pipeline": PIPELINE, "source": source, REFRESH_MARKER: version},
-            lambda: spark.sql(f"CREATE OR REPLACE TABLE delta.`{target.replace('`', '``')}` USING DELTA "
+            spark, spark_target, {"pipeline": PIPELINE, "source": source, REFRESH_MARKER: version},
+            lambda: spark.sql(f"CREATE OR REPLACE TABLE delta.`{spark_target.replace('`', '``')}` USING DELTA "
                               f"TBLPROPERTIES ({settings}) AS SELECT * FROM {view}"))
     finally:
         spark.catalog.dropTempView(view)
     summary = CdfSummary(source=source, target=target, startingVersion=version, endingVersion=version,
                          latestVersion=latest, mode="full-refresh", lagVersions=latest - version,
                          sourceTableId=source_log.table_id())
-    summary.inserted = spark.read.format("delta").load(target).count()
-    summary.targetVersion = refreshed["version"] if refreshed else table_version(spark, target)  # the REPLACE's
+    summary.inserted = spark.read.format("delta").load(spark_target).count()
+    summary.targetVersion = refreshed["version"] if refreshed else table_version(spark, spark_target)  # the REPLACE's
     return summary

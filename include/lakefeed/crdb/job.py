@@ -48,6 +48,7 @@ from lakefeed.delta import (
     tagged_write,
 )
 from lakefeed.errors import FeedCorruptError, refusal_from_worker
+from lakefeed.spark import jvm_location
 from lakefeed.storage import Store
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,8 @@ def run(spark: SparkSession, sink_root: str, target_root: str, sink_range: SinkR
         parquet_keys: dict[str, list[str]] | None = None) -> CrdbSummary:
     clock = time.perf_counter()
     target_root = table_location(target_root)
-    applied = _applied_files(spark, f"{target_root}/{LEDGER}")
+    tables = jvm_location(target_root).rstrip("/")  # where Spark opens the topic tables and the ledger
+    applied = _applied_files(spark, f"{tables}/{LEDGER}")
     sink_range = plan_range(files, sink_range.after.timestamp if sink_range.after else None,
                             sink_range.through.timestamp, Store(sink_root).root, applied)
     summary = CrdbSummary(**{k: v for k, v in sink_range.describe().items()
@@ -146,7 +148,7 @@ def run(spark: SparkSession, sink_root: str, target_root: str, sink_range: SinkR
                     "throughResolved": summary.throughResolved}
         for topic, row in sorted(per_topic.items()):
             topic_summary = _merge_topic(
-                spark, latest.where(F.col("topic") == topic), f"{target_root}/{topic}", topic,
+                spark, latest.where(F.col("topic") == topic), f"{tables}/{topic}", topic,
                 {k["column"]: (set(k["kinds"]), k["digits"]) for k in sorted(kinds, key=lambda k: k["column"])
                  if k["topic"] == topic}, row["keys"], metadata)
             topic_summary.messages = row["messages"]
@@ -155,7 +157,7 @@ def run(spark: SparkSession, sink_root: str, target_root: str, sink_range: SinkR
             for name in ("inserted", "updated", "deleted", "staleSkipped"):
                 setattr(summary, name, getattr(summary, name) + topic[name])
             summary.commitsMade += topic["targetVersion"] is not None and topic["keysChanged"] > topic["staleSkipped"]
-        _record_applied(spark, f"{target_root}/{LEDGER}", sink_range, metadata)
+        _record_applied(spark, f"{tables}/{LEDGER}", sink_range, metadata)
     finally:
         latest.unpersist()
         messages.unpersist()
