@@ -92,31 +92,32 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
     jobs: list[dict[str, Any]] = []
     pipelines: dict[str, dict[str, Any]] = {}
     for pipeline in chosen:
-        delta_log = DeltaLog(location_store(pipeline.source_table, pipeline.wasb_conn_id))
-        latest = _latest_version(pipeline, delta_log)
-        checkpoint = checkpoints[pipeline.name]
-        if kind == RESET:
-            planned, origin, pipeline_kind = _refresh_at(end, latest, pipeline), None, RESET
-        elif kind == BACKFILL and run.is_airflow_backfill:
-            planned, origin, pipeline_kind = _committed_in_interval(delta_log, run, pipeline), None, BACKFILL
-        elif kind == BACKFILL:
-            planned, origin, pipeline_kind = _version_range(start, end, latest, pipeline), None, BACKFILL
-        else:
-            _verify(pipeline, checkpoint, delta_log)
-            if checkpoint.applied_version is None:
-                planned, origin, pipeline_kind = _first_run(pipeline, delta_log, latest)
+        with connection_scope(pipeline.wasb_conn_id):  # its target ledgers with its own connection
+            delta_log = DeltaLog(location_store(pipeline.source_table, pipeline.wasb_conn_id))
+            latest = _latest_version(pipeline, delta_log)
+            checkpoint = checkpoints[pipeline.name]
+            if kind == RESET:
+                planned, origin, pipeline_kind = _refresh_at(end, latest, pipeline), None, RESET
+            elif kind == BACKFILL and run.is_airflow_backfill:
+                planned, origin, pipeline_kind = _committed_in_interval(delta_log, run, pipeline), None, BACKFILL
+            elif kind == BACKFILL:
+                planned, origin, pipeline_kind = _version_range(start, end, latest, pipeline), None, BACKFILL
             else:
-                planned, origin, pipeline_kind = [{"mode": CHANGES, **r.to_dict()} for r in pending_ranges(
-                    checkpoint.applied_version, latest, pipeline.versions_per_job,
-                    pipeline.max_versions_per_run)], None, SCHEDULED
-        _check_in_log(pipeline, delta_log, [job for job in planned if job["mode"] == CHANGES])
-        if pipeline_kind == SCHEDULED and checkpoint.applied_version is None and not adopt:
-            verify_adoptable([pipeline.target_table], pipeline.checkpoint_variable,
-                             f"Variable {pipeline.checkpoint_variable}", "adopt_targets")
-        jobs += [{"pipeline": pipeline.name, **job} for job in planned]
-        pipelines[pipeline.name] = {"kind": pipeline_kind, "origin": origin, "latest": latest,
-                                    "sourceTableId": delta_log.table_id(),
-                                    "appliedBefore": checkpoint.applied_version}
+                _verify(pipeline, checkpoint, delta_log)
+                if checkpoint.applied_version is None:
+                    planned, origin, pipeline_kind = _first_run(pipeline, delta_log, latest)
+                else:
+                    planned, origin, pipeline_kind = [{"mode": CHANGES, **r.to_dict()} for r in pending_ranges(
+                        checkpoint.applied_version, latest, pipeline.versions_per_job,
+                        pipeline.max_versions_per_run)], None, SCHEDULED
+            _check_in_log(pipeline, delta_log, [job for job in planned if job["mode"] == CHANGES])
+            if pipeline_kind == SCHEDULED and checkpoint.applied_version is None and not adopt:
+                verify_adoptable([pipeline.target_table], pipeline.checkpoint_variable,
+                                 f"Variable {pipeline.checkpoint_variable}", "adopt_targets")
+            jobs += [{"pipeline": pipeline.name, **job} for job in planned]
+            pipelines[pipeline.name] = {"kind": pipeline_kind, "origin": origin, "latest": latest,
+                                        "sourceTableId": delta_log.table_id(),
+                                        "appliedBefore": checkpoint.applied_version}
     result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "config": as_mapping(config)}
     log.info("plan: %s", json.dumps(result))
     return result
@@ -295,36 +296,37 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
     # A commit step that fails after some pipelines' checkpoints were written leaves no harm: their
     # ``announced`` marks only ever pass entries that Airflow's events name.
     for name, plan_of in planned["pipelines"].items():
-        pipeline = config.pipeline(name)
-        mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
-        done = {i: summaries[i] for i, _ in mine if i in summaries}
-        reported = {(pipeline.target_table, s["targetVersion"]): (s.get("inserted", 0), s.get("updated", 0),
-                                                                  s.get("deleted", 0))
-                    for s in done.values() if (s.get("committed") or s.get("mode") == FULL_REFRESH)
-                    and s.get("targetVersion") is not None}
-        announcer = Announcer([pipeline.target_table], pipeline.checkpoint_variable, announce=not failed,
-                              reported=reported, announced_since=announced_since)
-        before, after = stores[name].update(
-            lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id, announcer.marks(checkpoint)))
-        latest = plan_of["latest"]
-        report["pipelines"][name] = {
-            "kind": plan_of["kind"],
-            "jobs": len(mine),
-            "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
-                           for i, job in mine if i not in summaries and i not in voided],
-            "jobsVoided": [{**job, "rebuiltAt": voided[i]} for i, job in mine if i in voided],
-            "versions": [[job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine],
-            **{key: sum(s.get(key, 0) for s in done.values()) for key in SUMMED},
-            "appliedBefore": before.applied_version,
-            "appliedVersion": after.applied_version,
-            "checkpointReset": ({"from": before.applied_version, "to": after.applied_version}
-                                if plan_of["kind"] == RESET and not after.same_position(before) else None),
-            "latestVersion": latest,
-            "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
-            "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done.values()), 3),
-        }
-        report["targetsChanged"].extend(cdf_changes(name, pipeline.target_table, announcer.entries))
-        report["announcementsDeferred"] += announcer.deferred
+        with connection_scope(config.pipeline(name).wasb_conn_id):  # its target ledgers with its own connection
+            pipeline = config.pipeline(name)
+            mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
+            done = {i: summaries[i] for i, _ in mine if i in summaries}
+            reported = {(pipeline.target_table, s["targetVersion"]): (s.get("inserted", 0), s.get("updated", 0),
+                                                                      s.get("deleted", 0))
+                        for s in done.values() if (s.get("committed") or s.get("mode") == FULL_REFRESH)
+                        and s.get("targetVersion") is not None}
+            announcer = Announcer([pipeline.target_table], pipeline.checkpoint_variable, announce=not failed,
+                                  reported=reported, announced_since=announced_since)
+            before, after = stores[name].update(
+                lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id, announcer.marks(checkpoint)))
+            latest = plan_of["latest"]
+            report["pipelines"][name] = {
+                "kind": plan_of["kind"],
+                "jobs": len(mine),
+                "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
+                               for i, job in mine if i not in summaries and i not in voided],
+                "jobsVoided": [{**job, "rebuiltAt": voided[i]} for i, job in mine if i in voided],
+                "versions": [[job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine],
+                **{key: sum(s.get(key, 0) for s in done.values()) for key in SUMMED},
+                "appliedBefore": before.applied_version,
+                "appliedVersion": after.applied_version,
+                "checkpointReset": ({"from": before.applied_version, "to": after.applied_version}
+                                    if plan_of["kind"] == RESET and not after.same_position(before) else None),
+                "latestVersion": latest,
+                "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
+                "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done.values()), 3),
+            }
+            report["targetsChanged"].extend(cdf_changes(name, pipeline.target_table, announcer.entries))
+            report["announcementsDeferred"] += announcer.deferred
     log.info("run summary: %s", json.dumps(report, indent=2))
     fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report)
     return report
@@ -340,8 +342,10 @@ def _rebuilt_since(jobs: list[dict[str, Any]], summaries: dict[int, dict], confi
         job = jobs[index]
         if job["mode"] != CHANGES:
             continue
-        target = config.pipeline(job["pipeline"]).target_table
-        rebuilt = rebuilt_after(target, summary.get("targetVersion"), REFRESH_MARKER)
+        pipeline = config.pipeline(job["pipeline"])
+        with connection_scope(pipeline.wasb_conn_id):
+            rebuilt = rebuilt_after(pipeline.target_table, summary.get("targetVersion"), REFRESH_MARKER)
+        target = pipeline.target_table
         if rebuilt is not None:
             log.warning("pipeline %s: a full refresh rebuilt %s at version %d after job %d (versions %d..%d) "
                         "committed: not credited, the next run applies them again", job["pipeline"], target,
@@ -392,6 +396,13 @@ def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
 
 def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
     return job_arguments(planned)
+
+
+def connections_task(planned: dict[str, Any]) -> list[str | None]:
+    """The ``wasb`` connection each job reads and writes with: its pipeline's (the top-level one unless
+    the pipeline names its own)."""
+    config = planned_config(planned)
+    return [config.pipeline(job["pipeline"]).wasb_conn_id for job in planned["jobs"]]
 
 
 def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str,

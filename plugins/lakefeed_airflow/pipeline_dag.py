@@ -70,10 +70,12 @@ def recorded_events(alias_events: Callable[[], Any]) -> AnnouncedSince:
 
 def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: Callable[[dict], list],
                   commit: Callable[[dict, JobOutputs, str, AnnouncedSince], dict], plan_task_id: str, apply_task_id: str, commit_task_id: str,
-                  job_script: str, job_name: str) -> None:
+                  job_script: str, job_name: str,
+                  job_connections: Callable[[dict], list[str | None]] | None = None) -> None:
     """Create the tasks after ``sensor`` inside a ``@dag`` function. The Spark settings, timeout and the
     ``wasb`` connection (whose credential the job gets in its environment) come from the configuration
-    the plan carries."""
+    the plan carries: each job's connection from ``job_connections(planned)`` when given (one per job),
+    else the configuration's ``wasb_conn_id``."""
     config = f"ti.xcom_pull(task_ids='{plan_task_id}')['config']"
 
     @task(task_id=plan_task_id, retries=1, multiple_outputs=False)
@@ -89,8 +91,13 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
                 raise
 
     @task(task_id=ARGUMENTS_TASK_ID)
-    def spark_arguments(planned: dict) -> list[list[str]]:
-        return job_arguments(planned)
+    def spark_arguments(planned: dict) -> list[dict]:
+        """One submission per job: its ``application_args`` and the ``wasb`` connection it runs with."""
+        arguments = job_arguments(planned)
+        connections = job_connections(planned) if job_connections else \
+            [planned["config"].get("wasb_conn_id")] * len(arguments)
+        return [{"application_args": args, "wasb_conn_id": connection or ""}
+                for args, connection in zip(arguments, connections, strict=True)]
 
     alias = AssetAlias(ALIASES[job_name])
 
@@ -114,11 +121,10 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
         pool=SPARK_POOL,
         packages=delta_package(),
         name=job_name,
-        wasb_conn_id=f"{{{{ {config}.wasb_conn_id or '' }}}}",
         extra_conf=f"{{{{ ({config}.spark_conf or {{}}) | tojson }}}}",
         timeout_minutes=f"{{{{ {config}.spark_job_timeout_minutes }}}}",
         summary_root=f"{{{{ {config}.job_summary_root or '' }}}}",
-    ).expand(application_args=spark_arguments(planned))
+    ).expand_kwargs(spark_arguments(planned))
     committed = commit_task()
     sensor >> planned
     apply >> committed

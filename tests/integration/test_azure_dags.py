@@ -82,9 +82,11 @@ def test_cdf_pipeline_with_source_and_target_on_azure_storage(spark, azurite, az
     source = "az://cdfsource/shop/orders"
     target = f"abfss://cdftarget@{azurite.account}.dfs.core.windows.net"  # a container's root
     azurite.container("cdftarget")
+    # The pipeline's own connection (none at the top level): the sensor, the planner, the jobs and the commit
+    # step all take it.
     config = {"pipelines": [{"name": "orders", "source_table": source, "target_table": target, "keys": ["id"],
-                             "versions_per_job": 3}],
-              "wasb_conn_id": "wasb_lake", "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1}
+                             "versions_per_job": 3, "wasb_conn_id": "wasb_lake"}],
+              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1}
     env = with_config(azure_env, "lakefeed_cdf_config", config)
     checkpoint_name = "lakefeed_cdf_checkpoint__orders"
 
