@@ -113,3 +113,52 @@ def test_cdf_pipeline_with_source_and_target_on_azure_storage(spark, azurite, az
     with credentials_scope({CONNECTION_STRING: azurite.connection_string}):
         events = assert_each_entry_announced_once(env, target, checkpoint_name)
     assert events[-1]["fullRefresh"] is True
+
+
+def writer_connection_forms(azurite) -> dict[str, dict]:
+    """The connection forms of test_azure_roots, with a SAS token a Delta writer can use: Delta commits to
+    Azure by writing a temporary file and renaming it, which the blob service does as copy and delete."""
+    from datetime import datetime, timedelta, timezone
+
+    from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    from tests.integration.test_azure_roots import connection_forms
+
+    forms = connection_forms(azurite)
+    sas = generate_account_sas(azurite.account, azurite.key, ResourceTypes(service=True, container=True, object=True),
+                               AccountSasPermissions(read=True, list=True, write=True, add=True, create=True,
+                                                     delete=True),
+                               expiry=datetime.now(timezone.utc) + timedelta(hours=2))
+    forms["SAS token"]["extra"] = {"sas_token": sas}
+    return forms
+
+
+@pytest.mark.parametrize("form", ["account key", "SAS token", "connection string"])
+def test_spark_writes_and_reads_delta_on_azure_with_each_connection_form(spark, azurite, form):
+    """What a job does with a table (create, append, MERGE, read, history) through hadoop-azure, at a
+    container's root and under a path, with the credential of each ``wasb`` connection form as its
+    ``fs.azure.*`` settings; the ``_delta_log`` it wrote reads the same JVM-free."""
+    from delta.tables import DeltaTable
+
+    from lakefeed.azure import credential_env, hadoop_url
+    from lakefeed.deltalog import DeltaLog
+    from lakefeed.spark import apply_storage_credentials
+    from lakefeed.storage import Store
+
+    credentials = credential_env(**writer_connection_forms(azurite)[form])
+    apply_storage_credentials(spark, credentials)
+    initial = form.split()[0].lower()
+    root, nested = (f"spark{where}{initial}" for where in ("root", "nested"))  # a filesystem of its own per form
+    for container in (root, nested):
+        client = azurite.container(container)
+        for blob in client.list_blobs():
+            client.delete_blob(blob.name)
+    for url in (f"az://{root}", f"wasbs://{nested}@{azurite.account}.blob.core.windows.net/a/b/orders"):
+        opened = hadoop_url(url, credentials)
+        spark.range(0, 10).write.format("delta").save(opened)
+        spark.range(10, 15).write.format("delta").mode("append").save(opened)
+        (DeltaTable.forPath(spark, opened).alias("t").merge(spark.range(12, 20).alias("s"), "t.id = s.id")
+         .whenNotMatchedInsertAll().execute())
+        assert sorted(r.id for r in spark.read.format("delta").load(opened).collect()) == list(range(20)), url
+        assert DeltaTable.forPath(spark, opened).history(1).collect()[0]["version"] == 2
+        assert DeltaLog(Store(url, credentials=credentials)).commit_versions() == [0, 1, 2], url
