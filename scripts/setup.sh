@@ -43,9 +43,9 @@ SPARK_HOME=$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(py
 mkdir -p "$SPARK_HOME/conf"
 "$VENV/bin/python" - "$SPARK_HOME/conf/spark-defaults.conf" "$VENV/bin/python" <<'PY'
 import sys
-from lakefeed.spark import DELTA_EXTENSIONS, SESSION_DEFAULTS, SESSION_REQUIRED, jar_settings
+from lakefeed.spark import DELTA_EXTENSIONS, SESSION_DEFAULTS, SESSION_REQUIRED, SUBMIT_SETTINGS, jar_settings
 path, python = sys.argv[1:]
-settings = {**jar_settings(), **DELTA_EXTENSIONS, **SESSION_REQUIRED, **SESSION_DEFAULTS,
+settings = {**jar_settings(), **DELTA_EXTENSIONS, **SESSION_REQUIRED, **SESSION_DEFAULTS, **SUBMIT_SETTINGS,
             "spark.pyspark.python": python, "spark.pyspark.driver.python": python,
             "spark.driver.memory": "4g"}
 with open(path, "w") as handle:

@@ -42,6 +42,11 @@ SESSION_DEFAULTS = {
     "spark.databricks.delta.snapshotPartitions": "8",
 }
 
+# For spark-submit itself (its --conf, or spark-defaults.conf): once the job's Python exits, end the JVM
+# with the job's exit code, whatever non-daemon threads a library left behind (hadoop-azure's ABFS keeps
+# thread pools that would otherwise hold a finished job's spark-submit open until its timeout).
+SUBMIT_SETTINGS = {"spark.submit.callSystemExitOnMainExit": "true"}
+
 
 def delta_package() -> str:
     """Maven coordinate of the Delta jar matching the installed delta-spark and pyspark."""

@@ -78,7 +78,9 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
             else (self.extra_conf or {})
         if not isinstance(extra, dict):
             raise ValueError(f"extra_conf must be a JSON object of Spark settings, got {self.extra_conf!r}")
-        self.conf = {**(self.conf or {}), **{str(k): str(v) for k, v in extra.items()}}
+        from lakefeed.spark import SUBMIT_SETTINGS
+
+        self.conf = {**SUBMIT_SETTINGS, **(self.conf or {}), **{str(k): str(v) for k, v in extra.items()}}
         if self._reads_azure():
             from lakefeed.spark import hadoop_azure_package
 

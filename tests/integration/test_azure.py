@@ -1,5 +1,6 @@
 """The blob pipeline against a real Azurite emulator: the sensor's store through the wasb hook,
-the Spark job through adlfs, and an `airflow dags test` run that must not leak the account key."""
+the Spark job through adlfs, and an `airflow dags test` run with the feed and the targets on Azurite
+that must not leak the account key."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from lakefeed.azure import CONNECTION_STRING, CREDENTIAL_ENV, hadoop_url
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.timegrid import HOUR, format_time
+from lakefeed.spark import apply_storage_credentials
 from lakefeed.storage import Store
 from tests.airflow_env import dags_test, dags_test_env, variable
 from tests.secret_watch import LiveWatch, file_leaks, found_forms
@@ -79,9 +82,10 @@ def _free_port() -> int:
 
 
 def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azure_feed, tmp_path):
-    """The planted account key reaches the job two ways: the wasb connection (for the feed, through the
-    spark-submit environment) and the cluster's spark-defaults.conf as the ADLS setting the README
-    recommends for Delta targets (``fs.azure.account.key.<account>.dfs.core.windows.net``). No form of it
+    """The feed and both targets are on Azurite (the events table under a path, the state table at a
+    container's root). The planted account key reaches the job two ways: the wasb connection (through the
+    spark-submit environment, for adlfs and as hadoop-azure's settings) and a cluster's spark-defaults.conf
+    (``fs.azure.account.key.<account>.dfs.core.windows.net``, as clusters configure ADLS). No form of it
     (raw, URL-encoded, base64) may show in the process list or the Spark REST API's environment while the
     job runs, nor afterwards in the run's output, task logs, run summaries, the Spark event log or any row
     of the metadata database (XCom, Variables, rendered template fields, task instances, logs table)."""
@@ -98,20 +102,31 @@ def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azu
         (defaults.read_text() if defaults.exists() else "")
         + f"\nspark.hadoop.fs.azure.account.key.{azurite.account}.dfs.core.windows.net {azurite.key}\n")
     config = {"feed_root": FEED_URL, "wasb_conn_id": "wasb_feed",
-              "events_table": str(tmp_path / "lake" / "events"), "state_table": str(tmp_path / "lake" / "state"),
+              "events_table": "az://lake/blob/events",
+              "state_table": f"abfss://blobstate@{azurite.account}.dfs.core.windows.net",
               "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1,
               "spark_conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events_dir.as_uri(),
                              "spark.ui.enabled": "true", "spark.ui.port": str(ui_port),
                              "spark.port.maxRetries": "0"}}
     env = dags_test_env(home, AIRFLOW_CONN_WASB_FEED=wasb_connection(azurite),
                         AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(config), SPARK_CONF_DIR=str(conf_dir))
-    env.pop("AZURE_STORAGE_CONNECTION_STRING", None)
+    for name in CREDENTIAL_ENV:  # the connection is the only credential
+        env.pop(name, None)
+    for container in ("lake", "blobstate"):
+        client = azurite.container(container)
+        for blob in client.list_blobs():
+            client.delete_blob(blob.name)
     with LiveWatch(ui_port=ui_port) as watch:
         result = dags_test(env, "blob_changefeed_to_delta")
 
     windows = truth.ready_windows()
-    events = {r["id"] for r in spark.read.format("delta").load(config["events_table"]).select("id").collect()}
+    credentials = {CONNECTION_STRING: azurite.connection_string}
+    apply_storage_credentials(spark, credentials)
+    events = {r["id"] for r in spark.read.format("delta").load(hadoop_url(config["events_table"], credentials))
+              .select("id").collect()}
     assert events == {e.id for e in truth.claimed(windows)}
+    state = spark.read.format("delta").load(hadoop_url(config["state_table"], credentials))
+    assert state.count() > 0
 
     key = azurite.key
     assert found_forms(result.stdout + result.stderr, key) == []

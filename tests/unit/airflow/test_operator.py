@@ -136,7 +136,9 @@ def test_timeout_and_spark_settings_apply_when_the_task_starts(tmp_path):
     task = LakefeedSparkSubmitOperator(task_id="t", application="job.py", conf={"spark.a": "1"},
                                        timeout_minutes="90", extra_conf='{"spark.b": 2}')
     task.pre_execute({})
-    assert task.execution_timeout == timedelta(minutes=90) and task.conf == {"spark.a": "1", "spark.b": "2"}
+    assert task.execution_timeout == timedelta(minutes=90)
+    # spark-submit ends its JVM when the job's Python exits (a pipeline's spark_conf may say otherwise).
+    assert task.conf == {"spark.submit.callSystemExitOnMainExit": "true", "spark.a": "1", "spark.b": "2"}
     task = LakefeedSparkSubmitOperator(task_id="t", application="job.py", extra_conf="[1]")
     with pytest.raises(ValueError, match="JSON object"):
         task.pre_execute({})
