@@ -1,11 +1,13 @@
-"""Azure Blob credentials for Spark executors, kept out of argv, confs, logs and XCom.
+"""Azure storage locations and credentials, for every client, kept out of argv, confs, logs and XCom.
 
-Executors open chunk files through adlfs, which reads its credentials from the
-environment (the names below). The orchestrator puts them in the environment
-of the spark-submit process (never on its command line, which ``ps`` shows);
-local-mode workers inherit it, and :func:`lakefeed.spark.get_session` forwards
-it to cluster executors as ``spark.executorEnv.*`` with those names redacted
-from the Spark UI and logs.
+A credential comes from an Airflow ``wasb`` connection (:func:`credential_env` names its parts as adlfs's
+environment variables do) and reaches each client in its own terms: adlfs (:func:`adlfs_options`),
+delta-rs (:func:`delta_storage_options`) and hadoop-azure's ABFS in Spark (:func:`hadoop_settings`, with
+:func:`hadoop_url` for the URL it opens). The orchestrator puts it in the environment of the spark-submit
+process (never on its command line, which ``ps`` shows); local-mode workers inherit it,
+:func:`lakefeed.spark.get_session` forwards it to cluster executors as ``spark.executorEnv.*`` and sets the
+Hadoop settings, all redacted from the Spark UI and logs. Locations are parsed in every form
+(:func:`azure_location`): ``az://``, ``abfs[s]://``, ``wasb[s]://``, at a container's root or any depth.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@ the storage: the api-server (with the Edge API), scheduler, dag-processor and tr
 two Edge workers (the Edge executor), each with its own HOME, TMPDIR, AIRFLOW_HOME, Spark scratch
 folders and a metadata database URL that leads nowhere (workers reach Airflow through its HTTP APIs
 only); a Spark standalone master and worker running the jobs' executors (drivers in client mode on the
-Airflow workers). The blob feed and the CockroachDB sink are on Azurite; the Delta tables sit in a
-folder that stands for the object storage holding them (tables on Azurite are issue 29's).
+Airflow workers). The blob feed, the CockroachDB sink and every Delta target are on Azurite (the
+CockroachDB sink and its tables at containers' roots), read and written with the one ``wasb``
+connection; only the CDF source is a local folder.
 
 The blob sensor defers to the triggerer while no window is ready; scheduled runs of the three DAGs and
 an Airflow backfill (two runs at once) are checked against ground truth; then a worker is killed
@@ -28,10 +29,13 @@ from typing import Iterator
 import psutil
 import pytest
 
+from lakefeed.azure import CONNECTION_STRING, hadoop_url
 from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.timegrid import HOUR, format_time
 from lakefeed.cdf.simulator import SourceSimulator, create_source, live_rows
 from lakefeed.crdb.generator import SinkSpec, generate_sink
+from lakefeed.spark import apply_storage_credentials
+from lakefeed.storage import Store, credentials_scope
 from tests.airflow_env import assert_each_entry_announced_once, progress
 from tests.fullstack.services import (
     airflow,
@@ -82,9 +86,9 @@ def variable(env, name) -> dict:
     return json.loads(airflow(env, "variables", "get", name).stdout.strip().splitlines()[-1])
 
 
-def delta_versions(table: Path) -> int:
-    log = table / "_delta_log"
-    return len(list(log.glob("*.json"))) if log.exists() else 0
+def delta_versions(table: str, credentials: dict[str, str]) -> int:
+    """How many commits the table's ``_delta_log`` holds (0: no table yet)."""
+    return sum(1 for entry in Store(table, credentials=credentials).list("_delta_log") if entry.name.endswith(".json"))
 
 
 @contextmanager
@@ -175,18 +179,27 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
     simulator = SourceSimulator(spark, source, seed=5, key_space=60)
     for kind in ("update", "delete", "merge"):
         simulator.commit(kind)
-    lake = tmp_path / "lake"  # stands for the object storage holding the tables
+    # The tables on Azurite too: under paths of the container "lake", the CockroachDB topics at the root of
+    # another container. Read back with Spark through hadoop-azure, with the connection's credential.
+    lake, crdb_root = "az://lake", "az://crdbtables"
+    for container in ("lake", "crdbtables"):
+        client = azurite.container(container)
+        for blob in client.list_blobs():
+            client.delete_blob(blob.name)
+    credentials = {CONNECTION_STRING: azurite.connection_string}
+    apply_storage_credentials(spark, credentials)
     lap("feeds generated")
 
     base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     base["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     blob_config = {"feed_root": f"az://{FEED_CONTAINER}", "wasb_conn_id": "wasb_lake",
-                   "events_table": str(lake / "blob_events"), "state_table": str(lake / "blob_state"),
+                   "events_table": f"{lake}/blob/events", "state_table": f"{lake}/blob/state",
                    "windows_per_batch": 1, "sensor_poke_seconds": 2, "sensor_timeout_seconds": 90}
-    cdf_config = {"pipelines": [{"name": "orders", "source_table": source, "target_table": str(lake / "orders"),
-                                 "keys": ["id"]}], "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
+    cdf_config = {"pipelines": [{"name": "orders", "source_table": source, "target_table": f"{lake}/orders",
+                                 "keys": ["id"]}], "wasb_conn_id": "wasb_lake",
+                  "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
     crdb_config = {"sink_root": f"az://{SINK_CONTAINER}", "wasb_conn_id": "wasb_lake",
-                   "target_root": str(lake / "crdb"), "resolved_per_batch": 50,
+                   "target_root": crdb_root, "resolved_per_batch": 50,
                    "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
     with ExitStack() as stack:
         database = stack.enter_context(postgres())
@@ -234,13 +247,14 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
             assert run["state"] == "success", (dag_id, run)
         lap("three scheduled runs")
         ready = [w for w in truth.ready_windows() if w < partly]
-        events = {r["id"] for r in spark.read.format("delta").load(blob_config["events_table"]).collect()}
+        events = {r["id"] for r in spark.read.format("delta").load(
+            hadoop_url(blob_config["events_table"], credentials)).collect()}
         assert events == {e.id for e in truth.claimed(ready)}
 
         def rows(df):
             return sorted(tuple(r) for r in df.select("id", "name", "amount", "touched").collect())
-        assert rows(live_rows(spark, str(lake / "orders"))) == rows(simulator.snapshot())
-        crdb_matches_truth(spark, lake / "crdb", sink_truth)
+        assert rows(live_rows(spark, hadoop_url(f"{lake}/orders", credentials))) == rows(simulator.snapshot())
+        crdb_matches_truth(spark, hadoop_url(crdb_root, credentials), sink_truth)
         assert variable(env, "lakefeed_crdb_checkpoint")["sink"] == f"azure://{azurite.account}/{SINK_CONTAINER}"
         assert variable(env, "lakefeed_blob_checkpoint")["watermark"] == format_time(partly)
 
@@ -267,7 +281,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         #    second's) goes down with every process it started. That task is retried on the other worker,
         #    and every blob run ends green.
         def commits() -> int:
-            return delta_versions(lake / "blob_events") + delta_versions(lake / "blob_state")
+            return sum(delta_versions(blob_config[t], credentials) for t in ("events_table", "state_table"))
         before = commits()
         azurite.container(FEED_CONTAINER).upload_blob("meta/Segments.json", segments_json, overwrite=True)
         airflow(env, "dags", "trigger", BLOB, "--run-id", "manual__after_kill")
@@ -296,12 +310,14 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
 
         # Every window ready now is in the targets, the checkpoint is at lastConsumable, and every
         # commit of the pipeline is announced exactly once (the killed try's commit included).
-        events = {r["id"] for r in spark.read.format("delta").load(blob_config["events_table"]).collect()}
+        events = {r["id"] for r in spark.read.format("delta").load(
+            hadoop_url(blob_config["events_table"], credentials)).collect()}
         assert events == {e.id for e in truth.claimed(truth.ready_windows())}
         assert variable(env, "lakefeed_blob_checkpoint")["watermark"] == format_time(FEED_SPEC.last_consumable)
-        for table in (blob_config["events_table"], blob_config["state_table"]):
-            assert_each_entry_announced_once(env, table, "lakefeed_blob_checkpoint")
-        assert_each_entry_announced_once(env, str(lake / "orders"), "lakefeed_cdf_checkpoint__orders")
+        with credentials_scope(credentials):
+            for table in (blob_config["events_table"], blob_config["state_table"]):
+                assert_each_entry_announced_once(env, table, "lakefeed_blob_checkpoint")
+            assert_each_entry_announced_once(env, f"{lake}/orders", "lakefeed_cdf_checkpoint__orders")
         hosts = {dag_id: task_hosts(env, dag_id) for dag_id in (BLOB, CDF, CRDB)}
         print(json.dumps({d: {t: sorted(h) for t, h in hs.items()} for d, hs in hosts.items()}, indent=1))
         assert {h for hs in hosts.values() for task in hs.values() for h in task} == set(WORKERS)

@@ -30,7 +30,7 @@ def apply(spark, sink, lake, after, through, **options):
 def tables(spark, lake):
     found = {}
     for topic in ("customers", "orders"):
-        rows = spark.read.format("delta").load(str(lake / topic)).collect()
+        rows = spark.read.format("delta").load(f"{str(lake).rstrip('/')}/{topic}").collect()  # a folder or URL
         found[topic] = {r["_crdb_key"]: r.asDict() for r in rows}
     return found
 
