@@ -138,9 +138,9 @@ def hadoop_azure_package() -> str:
 
 
 def stop_session(spark) -> None:
-    """Stop the session, then close the JVM's Hadoop filesystems: hadoop-azure's ABFS keeps non-daemon
-    thread pools per filesystem that would keep spark-submit's JVM alive after its job is done (Hadoop closes
-    them only in a shutdown hook, which a JVM with live non-daemon threads never reaches)."""
+    """Stop the session, then close the JVM's Hadoop filesystems (hadoop-azure's ABFS releases its
+    per-filesystem thread pools on close). Not every pool goes with them: what ends spark-submit's JVM
+    whatever threads are left is :data:`SUBMIT_SETTINGS`, given to spark-submit itself."""
     jvm = spark.sparkContext._jvm
     spark.stop()
     if jvm is not None:
