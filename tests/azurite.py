@@ -4,6 +4,8 @@ It accepts the ``$blobchangefeed`` container name. azure-storage-blob 12.31
 sends an API version Azurite 3.x rejects unless started with
 ``--skipApiVersionCheck``. A custom account with a random key (``AZURITE_ACCOUNTS``)
 lets tests plant a secret and look for it afterwards.
+``--disableTelemetry``: by default Azurite sends usage data to Application Insights, a request
+past loopback that the suite's egress guard refuses (and fails the test for).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def start_azurite(location: Path, account: str = "lakefeedacct") -> Azurite:
     port = _free_port()
     process = subprocess.Popen(
         [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(location),
-         "--skipApiVersionCheck", "--silent", "--loose"],
+         "--skipApiVersionCheck", "--silent", "--loose", "--disableTelemetry"],
         env={**os.environ, "AZURITE_ACCOUNTS": f"{account}:{key}"},
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
     )

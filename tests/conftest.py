@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.egress_guard import EGRESS_LOG, SITECUSTOMIZE_DIR, EgressGuard, entries, refused_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -22,6 +26,18 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 CLOSED_LOOPBACK = "http://127.0.0.1:9"
 for _name in ("AZURE_MSI_ENDPOINT", "IDENTITY_ENDPOINT", "MSI_ENDPOINT", "AZURE_POD_IDENTITY_AUTHORITY_HOST"):
     os.environ[_name] = CLOSED_LOOPBACK
+# And no request may leave the loopback range at all: every process the suite starts (Python, delta-rs,
+# the JVM) is put under the egress guard (tests/egress_guard.py), which records and refuses it; a test
+# during which one was refused fails, and so does the session. The first pytest process (xdist's
+# controller, or the only one) runs the guard's proxy; the workers and everything they start inherit it.
+if EGRESS_LOG not in os.environ:
+    _guard_folder = Path(tempfile.mkdtemp(prefix="lakefeed-egress-"))
+    _guard = EgressGuard(_guard_folder / "refused.jsonl").__enter__()
+    os.environ.update(_guard.environment())
+_spec = importlib.util.spec_from_file_location("_lakefeed_egress", SITECUSTOMIZE_DIR / "sitecustomize.py")
+assert _spec is not None and _spec.loader is not None
+sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sys.modules[_spec.name])  # this process too
 # Each spark-submit of the suite (a DAG run's jobs, the job-level tests; they inherit the environment)
 # lives for seconds on a few rows: the client JIT alone and the serial collector halve the CPU its warm-up
 # costs, which on a 2-core CI machine is most of the suite's time. The session fixture's JVM below lives
@@ -43,6 +59,7 @@ LONGEST_FIRST = (  # measured in a CI rehearsal (seconds of the file, under load
     "tests/integration/test_blob_job.py",               # ~500
     "tests/ui/test_ui.py",                              # ~400
     "tests/integration/test_azure_dags.py",             # ~240 alone
+    "tests/integration/test_azure_crdb_dag.py",         # ~150 alone
     "tests/integration/test_crdb_dag_identity.py",      # ~390
     "tests/integration/test_crdb_dag.py",               # ~380
     "tests/integration/test_blob_dag_retention.py",     # ~310
@@ -60,6 +77,28 @@ def _weight(item: pytest.Item) -> tuple[int, int]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_weight)  # stable: a file's tests keep their order
+
+
+@pytest.fixture(autouse=True)
+def no_request_leaves_loopback():
+    """Fails the test during which the egress guard refused a request (with xdist, a test running at the
+    same time on another worker may be the one that made it: the entry says where it went)."""
+    log = Path(os.environ[EGRESS_LOG])
+    offset = log.stat().st_size if log.exists() else 0
+    yield
+    refused = entries(log, offset)
+    if refused:
+        pytest.fail(f"requests left the loopback range during this test (refused by the egress guard): "
+                    f"{refused_summary(refused)}", pytrace=False)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # xdist's controller reports for the whole session
+    refused = entries(os.environ[EGRESS_LOG])
+    if refused:
+        print(f"\negress guard: requests left the loopback range: {refused_summary(refused)}", flush=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 # py4j logs "Closing down clientserver connection" at interpreter exit, after pytest closed its streams.

@@ -38,8 +38,9 @@ def azure_feed(azurite, tmp_path_factory):
 
 
 def wasb_connection(azurite) -> str:
-    return json.dumps({"conn_type": "wasb", "login": azurite.account, "password": azurite.key,
-                       "host": azurite.endpoint})
+    """A connection string (it carries the account key): the blob DAG's form; the CDF DAG's test uses an
+    account key, the CockroachDB DAG's a SAS token."""
+    return json.dumps({"conn_type": "wasb", "extra": {"connection_string": azurite.connection_string}})
 
 
 def test_wasb_store_sees_the_same_feed_as_the_local_folder(azurite, azure_feed, monkeypatch):
@@ -83,11 +84,11 @@ def _free_port() -> int:
 
 def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azure_feed, tmp_path):
     """The feed and both targets are on Azurite (the events table under a path, the state table at a
-    container's root). The planted account key reaches the job two ways: the wasb connection (through the
-    spark-submit environment, for adlfs and as hadoop-azure's settings) and a cluster's spark-defaults.conf
-    (``fs.azure.account.key.<account>.dfs.core.windows.net``, as clusters configure ADLS). No form of it
-    (raw, URL-encoded, base64) may show in the process list or the Spark REST API's environment while the
-    job runs, nor afterwards in the run's output, task logs, run summaries, the Spark event log or any row
+    container's root). The planted account key reaches the job two ways: the wasb connection's connection
+    string (through the spark-submit environment, for adlfs and as hadoop-azure's settings) and a cluster's
+    spark-defaults.conf (``fs.azure.account.key.<account>.dfs.core.windows.net``, as clusters configure
+    ADLS). No form of it (raw, URL-encoded, base64) may show in the process list or the Spark REST API's
+    environment while the job runs, nor afterwards in the run's output, task logs, run summaries, the Spark event log or any row
     of the metadata database (XCom, Variables, rendered template fields, task instances, logs table)."""
     local, truth = azure_feed
     home = tmp_path / "airflow"

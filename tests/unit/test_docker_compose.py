@@ -66,6 +66,7 @@ def test_one_image_with_the_project_dependencies_for_airflow_and_spark():
     assert SERVICES["postgres"]["image"].startswith("postgres:")
     assert SERVICES["azurite"]["image"].startswith("mcr.microsoft.com/azure-storage/azurite")
     assert "--skipApiVersionCheck" in SERVICES["azurite"]["command"]
+    assert "--disableTelemetry" in SERVICES["azurite"]["command"]  # Azurite reports usage to Azure by default
 
 
 def test_ports():
