@@ -7,8 +7,8 @@ started the driver reads it and hands it on through XCom
 (:class:`lakefeed_airflow.operators.LakefeedSparkSubmitOperator`): no other task
 ever reads these files. In client deploy mode the location is a scratch folder of
 the submit task; a driver running on the cluster writes to object storage
-(``job_summary_root``), a URL read with the credentials its store takes from the
-environment.
+(``job_summary_root``), a URL opened through :class:`lakefeed.storage.Store` with the credentials
+of the pipeline's connection (the driver: from its environment, which the submit task set from it).
 """
 
 from __future__ import annotations
@@ -50,15 +50,24 @@ def _is_url(location: str) -> bool:
     return "://" in location and not location.startswith("file://")
 
 
+def _remote(location: str) -> tuple[Any, str]:
+    """The store of the folder holding a document at a URL, and the document's path in it: the credentials
+    are the store's (the connection's scope on the Airflow side, the task's environment in a driver),
+    never a client's fallback to the machine's identity."""
+    from lakefeed.storage import Store
+
+    folder, _, name = location.rstrip("/").rpartition("/")
+    store = Store(folder)
+    return store, store.path(name)
+
+
 def write_document(location: str, document: dict) -> None:
     """A JSON document at a local path (written to a temporary name, then renamed) or a URL (one PUT,
     which object stores make visible whole or not at all)."""
     text = json.dumps(document, indent=2)
     if _is_url(location):
-        from fsspec.core import url_to_fs
-
-        fs, path = url_to_fs(location)
-        with fs.open(path, "w") as handle:
+        store, path = _remote(location)
+        with store.fs.open(path, "w") as handle:
             handle.write(text)
         return
     target = Path(location.removeprefix("file://"))
@@ -71,11 +80,9 @@ def write_document(location: str, document: dict) -> None:
 def read_document(location: str) -> dict | None:
     """The JSON document at ``location`` (path or URL), or None when there is none."""
     if _is_url(location):
-        from fsspec.core import url_to_fs
-
-        fs, path = url_to_fs(location)
+        store, path = _remote(location)
         try:
-            with fs.open(path, "r") as handle:
+            with store.fs.open(path, "r") as handle:
                 return json.loads(handle.read())
         except FileNotFoundError:
             return None
@@ -87,10 +94,8 @@ def remove_document(location: str) -> None:
     """Delete the document at ``location`` if it is there (best effort: a leftover is harmless)."""
     try:
         if _is_url(location):
-            from fsspec.core import url_to_fs
-
-            fs, path = url_to_fs(location)
-            fs.rm(path)
+            store, path = _remote(location)
+            store.fs.rm(path)
         else:
             Path(location.removeprefix("file://")).unlink(missing_ok=True)
     except (FileNotFoundError, OSError):

@@ -136,12 +136,13 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
                         remove_document(leftover)
 
     def _credentials(self):
-        """The feed's credentials in this process's environment, for a summary under an Azure URL."""
+        """The connection's credential for the store of a summary under an Azure URL (given to adlfs
+        explicitly; a URL that no connection covers is refused, never read with the machine's identity)."""
         if _unset(self.wasb_conn_id) or _unset(self.summary_root):
             return nullcontext()
-        from lakefeed_airflow.wasb_feed import process_environment, connection_credentials
+        from lakefeed_airflow.wasb_feed import connection_scope
 
-        return process_environment(connection_credentials(self.wasb_conn_id))
+        return connection_scope(self.wasb_conn_id)
 
     def _read(self, location: str) -> dict | None:
         with self._credentials():

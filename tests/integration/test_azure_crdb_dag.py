@@ -3,8 +3,9 @@ as the ``wasb`` connection's only credential (the DAG tests of the other pipelin
 and a connection string; the multi-worker test has this sink and its tables at containers' roots). No
 process has an ``AZURE_STORAGE_*`` variable except what the submit task hands its spark-submit. A sink
 that is only partly written is applied as far as its last RESOLVED file, the rest by the next run; a
-backfill of a past range commits nothing; every commit is announced once; the tables are read back from
-Azurite with Spark and checked against the generator's ground truth."""
+backfill of a past range commits nothing; every commit is announced once; the jobs' summaries travel
+through the storage account (``job_summary_root``); the tables are read back from Azurite with Spark and
+checked against the generator's ground truth."""
 
 from __future__ import annotations
 
@@ -61,7 +62,12 @@ def test_crdb_pipeline_on_azure_under_nested_paths_with_a_sas_token(spark, azuri
 
     sink_root = f"az://{SINK_CONTAINER}/{SINK_PATH}"
     target_root = f"abfss://{LAKE_CONTAINER}@{azurite.account}.dfs.core.windows.net/{LAKE_PATH}"
+    # As for a driver on the cluster, each job's summary goes through the storage account: written by the
+    # driver with the credential its environment got from the connection, read and removed by its task with
+    # the connection's.
+    summaries = f"az://{LAKE_CONTAINER}/_lakefeed/summaries"
     config = {"sink_root": sink_root, "target_root": target_root, "wasb_conn_id": "wasb_sas",
+              "job_summary_root": summaries,
               "resolved_per_batch": 50, "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1}
     sas = writer_connection_forms(azurite)["SAS token"]
     env = with_config(dags_test_env(tmp_path / "airflow",
@@ -70,7 +76,8 @@ def test_crdb_pipeline_on_azure_under_nested_paths_with_a_sas_token(spark, azuri
     for name in CREDENTIAL_ENV:  # the connection is the only credential anywhere
         env.pop(name, None)
 
-    dags_test(env, DAG)
+    first = dags_test(env, DAG)
+    assert f"{summaries}/{DAG}/" in first.stdout + first.stderr  # the submitted job's --summary-json
     checkpoint = variable(env, "lakefeed_crdb_checkpoint")
     assert checkpoint["resolved"] == truth.resolved[2]
     assert checkpoint["sink"] == f"azure://{azurite.account}/{SINK_CONTAINER}/{SINK_PATH}"
@@ -95,3 +102,5 @@ def test_crdb_pipeline_on_azure_under_nested_paths_with_a_sas_token(spark, azuri
     with credentials_scope(credentials):
         for topic in ("customers", "orders"):
             assert_each_entry_announced_once(env, f"{target_root}/{topic}", "lakefeed_crdb_checkpoint")
+    # Every summary went through the storage account and was removed once its task had read it.
+    assert [b.name for b in azurite.container(LAKE_CONTAINER).list_blobs(name_starts_with="_lakefeed/")] == []
