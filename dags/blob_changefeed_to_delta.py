@@ -1,7 +1,8 @@
 """
 ### Azure Blob Storage change feed → Delta
 
-Every hour: wait (deferred, no worker slot) until a window past the checkpoint
+Every hour: wait (deferred, no worker slot; a manual run does not wait, it ends
+up to date at once when nothing is ready) until a window past the checkpoint
 is ready in the feed (`lastConsumable >= T + 1h`), plan the ready windows in
 batches, run one `spark_jobs/blob_changefeed_job.py` per batch
 (pool `lakefeed_spark`), then advance the checkpoint Variable
@@ -41,7 +42,7 @@ from __future__ import annotations
 from airflow.sdk import dag
 
 from lakefeed_airflow import blob_tasks
-from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, START_DATE
+from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, MAX_ACTIVE_RUNS, START_DATE
 from lakefeed_airflow.forms import blob_grid_minute, blob_params
 from lakefeed_airflow.pipeline_dag import wire_pipeline
 from lakefeed_airflow.sensors import ChangeFeedReadySensor
@@ -53,7 +54,7 @@ from lakefeed_airflow.settings import TEMPLATE_MACROS
     schedule=HOURLY,
     start_date=START_DATE,
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=MAX_ACTIVE_RUNS,
     dagrun_timeout=DAGRUN_TIMEOUT,
     tags=["lakefeed", "azure-blob", "changefeed", "delta"],
     default_args=DEFAULT_ARGS,

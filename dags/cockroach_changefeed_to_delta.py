@@ -1,8 +1,8 @@
 """
 ### CockroachDB changefeed → Delta
 
-Every hour: wait (deferred, no worker slot) until the changefeed's cloud storage sink has a RESOLVED
-file newer than the checkpoint (listing the sink from the checkpoint's partition on, no JVM), plan the
+Every hour: wait (deferred, no worker slot; a manual run ends up to date at once instead) until the
+changefeed's cloud storage sink has a RESOLVED file newer than the checkpoint (listing the sink from the checkpoint's partition on, no JVM), plan the
 resolved ranges after it, `resolved_per_batch` RESOLVED files to a `spark_jobs/cockroach_changefeed_job.py`
 run (pool `lakefeed_spark`), then advance the checkpoint Variable `lakefeed_crdb_checkpoint` to the last
 RESOLVED timestamp of the contiguous prefix of finished batches. One Delta table per topic; the greatest
@@ -28,7 +28,7 @@ from __future__ import annotations
 from airflow.sdk import dag
 
 from lakefeed_airflow import crdb_tasks
-from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, START_DATE
+from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, MAX_ACTIVE_RUNS, START_DATE
 from lakefeed_airflow.forms import crdb_params
 from lakefeed_airflow.pipeline_dag import wire_pipeline
 from lakefeed_airflow.sensors import ResolvedTimestampSensor
@@ -41,7 +41,7 @@ from lakefeed_airflow.settings import TEMPLATE_MACROS
     schedule=HOURLY,
     start_date=START_DATE,
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=MAX_ACTIVE_RUNS,
     dagrun_timeout=DAGRUN_TIMEOUT,
     tags=["lakefeed", "cockroachdb", "changefeed", "delta"],
     default_args=DEFAULT_ARGS,
@@ -58,7 +58,9 @@ def cockroach_changefeed_to_delta():
         target_root="{{ lakefeed.crdb.target_root }}",
         poke_seconds="{{ lakefeed.crdb.sensor_poke_seconds }}",
         timeout_seconds="{{ lakefeed.crdb.sensor_timeout_seconds }}",
+        # A range in the params (even half of one, which the plan then refuses at once) waits for nothing.
         skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.through_resolved "
+                    "or params.after_resolved "
                     "else ('checkpoint reset' if params.reset_checkpoint else '') }}",
         deferrable=True,
         retries=0,

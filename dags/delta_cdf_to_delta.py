@@ -1,7 +1,8 @@
 """
 ### Delta change data feed → Delta
 
-Every hour: wait (deferred, no worker slot) until a configured source table
+Every hour: wait (deferred, no worker slot; a manual run ends up to date at
+once instead) until a configured source table
 has versions past its pipeline's checkpoint (read from `_delta_log`, no JVM),
 plan version ranges of `versions_per_job`, run one
 `spark_jobs/delta_cdf_job.py` per range (pool `lakefeed_spark`), then advance
@@ -39,7 +40,7 @@ from __future__ import annotations
 from airflow.sdk import dag
 
 from lakefeed_airflow import cdf_tasks
-from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, START_DATE
+from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, MAX_ACTIVE_RUNS, START_DATE
 from lakefeed_airflow.forms import cdf_params, cdf_pipeline_names
 from lakefeed_airflow.pipeline_dag import wire_pipeline
 from lakefeed_airflow.sensors import DeltaVersionSensor
@@ -52,7 +53,7 @@ from lakefeed_airflow.settings import TEMPLATE_MACROS
     schedule=HOURLY,
     start_date=START_DATE,
     catchup=False,
-    max_active_runs=1,
+    max_active_runs=MAX_ACTIVE_RUNS,
     dagrun_timeout=DAGRUN_TIMEOUT,
     tags=["lakefeed", "delta", "cdf"],
     default_args=DEFAULT_ARGS,

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.egress_guard import EGRESS_LOG, SITECUSTOMIZE_DIR, EgressGuard, entries, refused_summary
+from tests.egress_guard import (
+    EGRESS_FOLDER,
+    EGRESS_LOG,
+    EGRESS_OWNER,
+    SITECUSTOMIZE_DIR,
+    EgressGuard,
+    entries,
+    refused_summary,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -28,12 +36,14 @@ for _name in ("AZURE_MSI_ENDPOINT", "IDENTITY_ENDPOINT", "MSI_ENDPOINT", "AZURE_
     os.environ[_name] = CLOSED_LOOPBACK
 # And no request may leave the loopback range at all: every process the suite starts (Python, delta-rs,
 # the JVM) is put under the egress guard (tests/egress_guard.py), which records and refuses it; a test
-# during which one was refused fails, and so does the session. The first pytest process (xdist's
-# controller, or the only one) runs the guard's proxy; the workers and everything they start inherit it.
-if EGRESS_LOG not in os.environ:
-    _guard_folder = Path(tempfile.mkdtemp(prefix="lakefeed-egress-"))
-    _guard = EgressGuard(_guard_folder / "refused.jsonl").__enter__()
+# during which one was refused fails, and so does the session. Each pytest process (xdist's controller
+# and each worker) runs a guard of its own, so a refusal is charged to the test that caused it; their logs
+# share one folder, which the controller reads at the end.
+os.environ.setdefault(EGRESS_FOLDER, tempfile.mkdtemp(prefix="lakefeed-egress-"))
+if os.environ.get(EGRESS_OWNER) != str(os.getpid()):
+    _guard = EgressGuard(Path(os.environ[EGRESS_FOLDER]) / f"refused-{os.getpid()}.jsonl").__enter__()
     os.environ.update(_guard.environment())
+    os.environ[EGRESS_OWNER] = str(os.getpid())
 _spec = importlib.util.spec_from_file_location("_lakefeed_egress", SITECUSTOMIZE_DIR / "sitecustomize.py")
 assert _spec is not None and _spec.loader is not None
 sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
@@ -81,8 +91,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def no_request_leaves_loopback():
-    """Fails the test during which the egress guard refused a request (with xdist, a test running at the
-    same time on another worker may be the one that made it: the entry says where it went)."""
+    """Fails the test during which this process's egress guard refused a request (a process of this test,
+    or one a fixture started and this test used: the entry says where it went)."""
     log = Path(os.environ[EGRESS_LOG])
     offset = log.stat().st_size if log.exists() else 0
     yield
@@ -95,7 +105,8 @@ def no_request_leaves_loopback():
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workerinput"):
         return  # xdist's controller reports for the whole session
-    refused = entries(os.environ[EGRESS_LOG])
+    refused = [entry for log in sorted(Path(os.environ[EGRESS_FOLDER]).glob("refused-*.jsonl"))
+               for entry in entries(log)]
     if refused:
         print(f"\negress guard: requests left the loopback range: {refused_summary(refused)}", flush=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -13,7 +13,8 @@ endpoint. The guard watches the three kinds of client the suite runs, in every p
   one host let through: it is where Spark fetches Delta's jars, not a request of the code under test.
 
 Each refusal is a JSON line in the log the environment names (``LAKEFEED_EGRESS_LOG``): the conftest
-fails the test during which it appeared, and the session."""
+fails the test during which it appeared, and the session. Each pytest process runs its own guard (the
+processes a test starts inherit its process's), so with xdist a refusal is charged to the right test."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-EGRESS_LOG = "LAKEFEED_EGRESS_LOG"
+EGRESS_LOG = "LAKEFEED_EGRESS_LOG"          # this guard's log, for the processes under it
+EGRESS_FOLDER = "LAKEFEED_EGRESS_FOLDER"    # where every guard of a test session keeps its log
+EGRESS_OWNER = "LAKEFEED_EGRESS_OWNER"      # the pid of the pytest process whose guard the variables name
 SITECUSTOMIZE_DIR = Path(__file__).resolve().parent / "egress"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 # Where Spark's Ivy resolves --packages (Delta, hadoop-azure): let through, direct.

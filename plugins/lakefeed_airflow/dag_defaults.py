@@ -1,11 +1,11 @@
 """What every lakefeed DAG shares: owner, retries with backoff, timeouts, the Spark connection and pool,
 and how task logic turns a refusal into a failure that is not retried.
 
-``dagrun_timeout`` and the retry delay shape the DAG itself, so they are read
-when the DAG file is parsed, from the environment (never from Variables):
-``LAKEFEED_DAGRUN_TIMEOUT_MINUTES`` (default 360) and
-``LAKEFEED_RETRY_DELAY_SECONDS`` (default 60, doubled on each retry up to 15
-minutes). The Spark jobs' own timeout is ``spark_job_timeout_minutes`` in each
+``dagrun_timeout``, ``max_active_runs`` and the retry delay shape the DAG
+itself, so they are read when the DAG file is parsed, from the environment
+(never from Variables): ``LAKEFEED_DAGRUN_TIMEOUT_MINUTES`` (default 360),
+``LAKEFEED_MAX_ACTIVE_RUNS`` (default 4) and ``LAKEFEED_RETRY_DELAY_SECONDS``
+(default 60, doubled on each retry up to 15 minutes). The Spark jobs' own timeout is ``spark_job_timeout_minutes`` in each
 pipeline's config Variable, applied when the task starts.
 """
 
@@ -26,6 +26,10 @@ SPARK_POOL = "lakefeed_spark"
 # One slot: the commit steps (the checkpoint writers) of every lakefeed DAG run one at a time, on any worker.
 CHECKPOINT_POOL = "lakefeed_checkpoints"
 START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+# More than one: a scheduled run waiting (deferred) for the hour's data holds one of the DAG's run slots,
+# and a backfill or a manual run triggered meanwhile must not queue behind that wait. Runs that overlap
+# converge (idempotent MERGEs, the checkpoint moved by compare-and-set, commit steps taking turns).
+MAX_ACTIVE_RUNS = int(os.environ.get("LAKEFEED_MAX_ACTIVE_RUNS", "4"))
 DAGRUN_TIMEOUT = timedelta(minutes=float(os.environ.get("LAKEFEED_DAGRUN_TIMEOUT_MINUTES", "360")))
 DEFAULT_ARGS = {
     "owner": "data-platform",

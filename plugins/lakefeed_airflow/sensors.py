@@ -2,12 +2,15 @@
 keyword-only, templated constructor argument (the DAGs render them from the config Variables), and
 each sensor reads one thing besides its source, the checkpoint it compares with.
 
-Each checks once in the worker; when nothing is ready it defers to a trigger,
-so waiting holds no worker slot. A run that is not waiting for new data (a
-backfill, a reset: ``skip_reason`` renders non-empty) passes at once. When
-nothing becomes ready before ``timeout_seconds`` the run is skipped: nothing
-new this time. A checkpoint that belongs to another feed or source table fails
-the task without retry.
+Each checks once in the worker. Only a scheduled run waits: when nothing is
+ready it defers to a trigger, so waiting holds no worker slot, and when nothing
+becomes ready before ``timeout_seconds`` the run is skipped (nothing new this
+hour). Any other run with nothing to do (a manual trigger, ``airflow dags
+test``) is skipped at once as up to date: a person waiting for it learns so in
+seconds, not after the sensor's timeout. A run that is not waiting for new data
+(a backfill, a reset: ``skip_reason`` renders non-empty) passes at once. A
+checkpoint that belongs to another feed or source table fails the task without
+retry.
 """
 
 from __future__ import annotations
@@ -27,6 +30,17 @@ from lakefeed_airflow.triggers import (
     resolved_readiness,
     sources_behind,
 )
+
+
+# The run types that wait for new data. A manual run (the Trigger button, `airflow dags test`) is asked for
+# by someone who wants an answer now; a backfill names its range and needs no sensor.
+WAITING_RUN_TYPES = frozenset({"scheduled"})
+
+
+def run_type_of(context: Context) -> str:
+    """The run's type as Airflow names it (``scheduled``, ``manual``, ``backfill``, ...)."""
+    run_type = getattr(context.get("dag_run"), "run_type", None)
+    return str(getattr(run_type, "value", run_type) or "manual")
 
 
 def _none_if_blank(value: Any) -> Any:
@@ -76,11 +90,18 @@ class _PollingSensor(BaseSensorOperator):
         if self.skip_reason:
             self.log.info("%s: nothing to wait for", self.skip_reason)
             return None
-        if not self.deferrable:
-            return super().execute(context=context)
         ready, details = self._checked()
         if ready:
             return details
+        run_type = run_type_of(context)
+        if run_type not in WAITING_RUN_TYPES:
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            raise AirflowSkipException(
+                f"up to date: nothing new to ingest ({json.dumps(details, default=str)}). A {run_type} run "
+                f"checks once and does not wait; scheduled runs wait up to {self.timeout:g} s for new data")
+        if not self.deferrable:
+            return super().execute(context=context)
         deadline = (datetime.now(timezone.utc) + timedelta(seconds=self.timeout)).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.defer(
             trigger=self._trigger(deadline),

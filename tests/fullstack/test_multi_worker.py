@@ -7,7 +7,8 @@ Airflow workers). The blob feed, the CockroachDB sink and every Delta target are
 CockroachDB sink and its tables at containers' roots), read and written with the one ``wasb``
 connection; only the CDF source is a local folder.
 
-The blob sensor defers to the triggerer while no window is ready; scheduled runs of the three DAGs and
+The blob sensor defers to the triggerer while no window is ready, and a manual run triggered meanwhile
+runs beside it and ends as up to date; scheduled runs of the three DAGs and
 an Airflow backfill (two runs at once) are checked against ground truth; then a worker is killed
 (SIGKILL, with its task and its Spark driver) right after a job's Delta commit and before the
 checkpoint update; the task is retried on the other worker, and the run converges with each commit
@@ -194,7 +195,9 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
     base["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     blob_config = {"feed_root": f"az://{FEED_CONTAINER}", "wasb_conn_id": "wasb_lake",
                    "events_table": f"{lake}/blob/events", "state_table": f"{lake}/blob/state",
-                   "windows_per_batch": 1, "sensor_poke_seconds": 2, "sensor_timeout_seconds": 90}
+                   "windows_per_batch": 1, "sensor_poke_seconds": 2,
+                   # long enough to outlast the manual run beside it and the feed's advance
+                   "sensor_timeout_seconds": 240}
     cdf_config = {"pipelines": [{"name": "orders", "source_table": source, "target_table": f"{lake}/orders",
                                  "keys": ["id"]}], "wasb_conn_id": "wasb_lake",
                   "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
@@ -241,6 +244,18 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
                  ["run_id"] for dag_id in (BLOB, CDF, CRDB)}
         wait_until(lambda: task_states(env, BLOB, first[BLOB]).get("wait_for_ready_window") == "deferred", 240,
                    "the blob sensor to defer to the triggerer")
+        # Meanwhile a manual run (the Trigger button) is not queued behind the waiting one: it starts at once,
+        # finds nothing new, and ends as up to date while the scheduled run goes on waiting.
+        triggered = time.monotonic()
+        airflow(env, "dags", "trigger", BLOB, "--run-id", "manual__nothing_new")
+        wait_until(lambda: next((r["state"] != "queued" for r in runs(env, BLOB)
+                                 if r["run_id"] == "manual__nothing_new"), False), 120, "the manual run to start")
+        assert time.monotonic() - triggered < 60, "the manual run queued behind the waiting scheduled run"
+        up_to_date = wait_until(lambda: finished(env, BLOB, "manual__nothing_new"), 180, "the manual run to end")
+        assert up_to_date["state"] == "success", up_to_date
+        assert task_states(env, BLOB, "manual__nothing_new")["wait_for_ready_window"] == "skipped"
+        assert task_states(env, BLOB, first[BLOB])["wait_for_ready_window"] == "deferred"
+        lap("a manual run beside the waiting one, up to date")
         azurite.container(FEED_CONTAINER).upload_blob("meta/Segments.json", published(partly), overwrite=True)
         for dag_id, run_id in first.items():
             run = wait_until(lambda: finished(env, dag_id, run_id), 900, f"{dag_id} {run_id} to finish")

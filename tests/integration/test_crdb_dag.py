@@ -1,10 +1,13 @@
 """Sequences of `airflow dags test cockroach_changefeed_to_delta` runs on a generated sink folder, checked
 against the generator's ground truth and the checkpoint Variable: a first run, a run with no new RESOLVED
-file (nothing planned, no Spark), the sink growing, and a backfill of a past range."""
+file (up to date at once although the sensor's timeout is long: a manual run does not wait; nothing
+planned, no Spark), the sink growing, a half-named backfill refused at once, and a backfill of a past
+range."""
 
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
@@ -31,7 +34,8 @@ DAG = "cockroach_changefeed_to_delta"
 def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     truth = generate_sink(tmp_path / "sink", SinkSpec(steps=24, changes_per_step=20, seed=31))
     config = {"sink_root": str(tmp_path / "sink"), "target_root": str(tmp_path / "lake"),
-              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1,
+              # as deployed: scheduled runs would wait 15 minutes for new data; manual ones never wait
+              "sensor_timeout_seconds": 900, "sensor_poke_seconds": 1,
               "resolved_per_batch": 50,
               # as for a driver on the cluster: each job's summary goes to storage, read back by its own task
               "job_summary_root": str(tmp_path / "driver-summaries")}
@@ -53,9 +57,17 @@ def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     assert checkpoint["resolved"] == truth.resolved[2] and checkpoint["sink"] == f"file://{tmp_path / 'sink'}"
     assert set(checkpoint["targets"]) == {str(tmp_path / "lake" / t) for t in ("customers", "orders")}
 
-    dags_test(env, DAG)  # no new RESOLVED file: the sensor gives up, nothing planned, no Spark
+    started = time.monotonic()
+    result = dags_test(env, DAG)  # no new RESOLVED file: up to date at once, nothing planned, no Spark
+    assert time.monotonic() - started < 90, "a manual run with nothing new waited for new data"
+    assert "up to date: nothing new to ingest" in result.stdout + result.stderr
     tries = task_tries(env, DAG, last_run_id(env, DAG))
     assert tries["wait_for_resolved"][0] == "skipped" and tries["plan_ranges"][0] == "skipped"
+    # A backfill form with only after_resolved names no range: refused at once, not after a wait.
+    started = time.monotonic()
+    result = dags_test(env, DAG, {"after_resolved": truth.resolved[0]}, succeed=False)
+    assert time.monotonic() - started < 90
+    assert "a backfill needs through_resolved" in result.stdout + result.stderr
     assert variable(env, "lakefeed_crdb_checkpoint") == checkpoint
 
     shutil.copytree(held, tmp_path / "sink", dirs_exist_ok=True)

@@ -117,6 +117,7 @@ def test_the_suite_runs_under_the_guard(tmp_path, monkeypatch):
     """This very process and everything it starts: the conftest put them under the session's guard."""
     monkeypatch.setattr(sys.modules["_lakefeed_egress"], "_LOG", str(tmp_path / "mine.jsonl"))  # not the session's
     assert Path(os.environ["LAKEFEED_EGRESS_LOG"]).parent.name.startswith("lakefeed-egress-")
+    assert os.environ["LAKEFEED_EGRESS_OWNER"] == str(os.getpid())  # this process runs its own guard
     assert "egress" in os.environ["PYTHONPATH"] and "socksProxyHost" in os.environ["JAVA_TOOL_OPTIONS"]
     with pytest.raises(ConnectionRefusedError, match="egress guard"):
         socket.socket().connect((UNROUTED, 9))
