@@ -2,9 +2,9 @@
 ### CockroachDB changefeed → Delta
 
 Every hour: wait (deferred, no worker slot; a manual run ends up to date at once instead) until the
-changefeed's cloud storage sink has a RESOLVED file newer than the checkpoint (listing the sink from the checkpoint's partition on, no JVM), plan the
-resolved ranges after it, `resolved_per_batch` RESOLVED files to a `spark_jobs/cockroach_changefeed_job.py`
-run (pool `lakefeed_spark`), then advance the checkpoint Variable `lakefeed_crdb_checkpoint` to the last
+changefeed's cloud storage sink has a RESOLVED file newer than the checkpoint (listing the sink from the
+checkpoint's partition on, no JVM), plan the resolved ranges after it, `resolved_per_batch` RESOLVED files
+to a `spark_jobs/cockroach_changefeed_job.py` run (pool `lakefeed_spark`), then advance the checkpoint Variable `lakefeed_crdb_checkpoint` to the last
 RESOLVED timestamp of the contiguous prefix of finished batches. One Delta table per topic; the greatest
 `updated` per key wins, deletes stay as tombstones. The run summary lands in the `commit_checkpoint` XCom.
 

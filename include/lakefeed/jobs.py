@@ -17,7 +17,10 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from lakefeed.storage import Store
 
 REFUSED_SUFFIX = ".refused.json"
 
@@ -50,7 +53,7 @@ def _is_url(location: str) -> bool:
     return "://" in location and not location.startswith("file://")
 
 
-def _remote(location: str) -> tuple[Any, str]:
+def _remote(location: str) -> tuple["Store", str]:
     """The store of the folder holding a document at a URL, and the document's path in it: the credentials
     are the store's (the connection's scope on the Airflow side, the task's environment in a driver),
     never a client's fallback to the machine's identity."""
