@@ -1,7 +1,9 @@
 """Airflow plugin: the lakefeed pipeline monitor in the Airflow UI (Browse → Lakefeed pipelines).
 
 Its FastAPI app (``/lakefeed``, :mod:`lakefeed_airflow.monitor_app`) serves a JSON API and the page; the
-external view embeds the page in the UI's navigation at ``/plugin/lakefeed``.
+external view embeds the page in the UI's navigation at ``/plugin/lakefeed``. Its root middleware
+(:mod:`lakefeed_airflow.trigger_check`) refuses a trigger of a lakefeed DAG whose params make no request the
+plan could serve, in a sentence, before the run exists.
 """
 
 from __future__ import annotations
@@ -20,9 +22,19 @@ class _MonitorApps:
         return [{"app": app, "url_prefix": "/lakefeed", "name": "lakefeed pipeline monitor"}]
 
 
+class _TriggerCheck:
+    """``fastapi_root_middlewares``, imported only when the api-server reads it (as :class:`_MonitorApps`)."""
+
+    def __get__(self, instance, owner) -> list[dict]:
+        from lakefeed_airflow.trigger_check import TriggerParamsCheck
+
+        return [{"middleware": TriggerParamsCheck, "name": "lakefeed trigger params check"}]
+
+
 class LakefeedMonitorPlugin(AirflowPlugin):
     name = "lakefeed_monitor"
     fastapi_apps = _MonitorApps()
+    fastapi_root_middlewares = _TriggerCheck()
     external_views = [{
         "name": "Lakefeed pipelines",
         "href": "/lakefeed/",

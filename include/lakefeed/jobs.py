@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from lakefeed.storage import Store
 
 REFUSED_SUFFIX = ".refused.json"
+FAILED_SUFFIX = ".failed.json"
 
 
 def write_summary(summary: dict, location: str | None) -> None:
@@ -43,10 +44,33 @@ def write_refusal(error: Exception, summary_location: str | None) -> None:
                        {"error": f"{type(error).__name__}: {error}", "exitCode": 2})
 
 
+def write_failure(error: BaseException, summary_location: str | None) -> None:
+    """Leave the error of a job that failed (exit code 1, retried) next to where the summary would have
+    gone, so the task that submitted it can say why in words; best effort (the failure itself may be the
+    storage), secrets masked."""
+    from lakefeed.monitor import redact
+
+    if not summary_location:
+        return
+    try:
+        write_document(failure_location(summary_location),
+                       {"error": redact(f"{type(error).__name__}: {error}")[:4000], "exitCode": 1})
+    except Exception:  # noqa: BLE001 - the job's own error is what must surface
+        logging.getLogger(__name__).warning("could not leave the job's error beside its summary", exc_info=True)
+
+
+def _stem(summary_location: str) -> str:
+    return summary_location[:-len(".json")] if summary_location.endswith(".json") else summary_location
+
+
 def refusal_location(summary_location: str) -> str:
     """``<dir>/3.json`` → ``<dir>/3.refused.json`` (a path or a URL)."""
-    stem = summary_location[:-len(".json")] if summary_location.endswith(".json") else summary_location
-    return stem + REFUSED_SUFFIX
+    return _stem(summary_location) + REFUSED_SUFFIX
+
+
+def failure_location(summary_location: str) -> str:
+    """``<dir>/3.json`` → ``<dir>/3.failed.json`` (a path or a URL)."""
+    return _stem(summary_location) + FAILED_SUFFIX
 
 
 def _is_url(location: str) -> bool:
@@ -119,7 +143,8 @@ def run_spark_job(app_name: str, summary_path: str | None, prepare: Callable[[],
     ``prepare()`` runs before Spark starts (cheap checks: a refused range costs no JVM);
     ``work(spark, prepared)`` returns the summary (a dataclass with ``to_dict``). A
     :class:`~lakefeed.errors.Refusal` from either exits 2, with its reason logged and left next
-    to the summary path; nothing was written. Anything else propagates (exit 1, retried).
+    to the summary path; nothing was written. Anything else propagates (exit 1, retried), its error left
+    next to the summary path too (:func:`write_failure`).
     ``pipeline_id`` tags every Delta commit the job makes (:data:`lakefeed.delta.COMMIT_TAGS`).
     """
     from lakefeed.delta import COMMIT_TAGS
@@ -135,6 +160,9 @@ def run_spark_job(app_name: str, summary_path: str | None, prepare: Callable[[],
         prepared = prepare()
     except Refusal as exc:
         return _refused(log, exc, summary_path)
+    except Exception as exc:
+        write_failure(exc, summary_path)
+        raise
     from lakefeed.spark import get_session, ship_library, stop_session
 
     spark = get_session(app_name)
@@ -144,6 +172,9 @@ def run_spark_job(app_name: str, summary_path: str | None, prepare: Callable[[],
         summary = work(spark, prepared)
     except Refusal as exc:
         return _refused(log, exc, summary_path)
+    except Exception as exc:
+        write_failure(exc, summary_path)
+        raise
     finally:
         stop_session(spark)
     log.info("summary %s", json.dumps(summary.to_dict()))

@@ -3,7 +3,10 @@ source's position, and the run summaries its commit task keeps in XCom.
 
 Pure functions (no Airflow, no I/O) so the figures are unit-tested; the plugin
 (:mod:`lakefeed_airflow.monitor`) gathers the inputs from Airflow's metadata and JVM-free source reads.
-Every row is one DAG run; figures a run did not report are ``None`` (the page shows a dash).
+Every row is one DAG run; figures a run did not report are ``None`` (the page shows a dash). A run
+that failed carries its reason in words (:func:`explain`: the error its first failing task raised, what
+kind of stop it is, what to do next), and :func:`health` turns the rows into the card's headline, so
+every figure on the page comes from these rows.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ class RunRow:
     lag: float | None = None
     failedBatches: list = field(default_factory=list)
     targetsChanged: list = field(default_factory=list)
-    refused: str | None = None          # why the run's plan refused it (no job ran): a data loss, a moved target
+    purpose: str = "pipeline"           # pipeline (moves the checkpoint) | backfill (re-applies a range it names)
+    outcome: str | None = None          # applied | up to date | refused | failed | running | queued
+    reason: dict | None = None          # a failed run's :class:`Explanation`, as a dict
 
     @property
     def throughput(self) -> float | None:
@@ -59,10 +64,34 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
-def run_base(run_id: str, run_type: str, state: str, start: datetime | None, end: datetime | None) -> dict[str, Any]:
+def run_base(run_id: str, run_type: str, state: str, start: datetime | None, end: datetime | None, *,
+             purpose: str = "pipeline", outcome: str | None = None, reason: "Explanation | None" = None
+             ) -> dict[str, Any]:
+    """The figures of a DAG run every pipeline's row starts from (``outcome``: :func:`outcome_of`)."""
     wall = round((end - start).total_seconds(), 1) if start and end else None
     return {"runId": run_id, "runType": run_type, "state": state, "start": _iso(start), "end": _iso(end),
-            "wallSeconds": wall}
+            "wallSeconds": wall, "purpose": purpose, "outcome": outcome or state,
+            "reason": reason.to_dict() if reason else None}
+
+
+def run_purpose(run_type: str, conf: dict[str, Any] | None, range_params: tuple[str, ...]) -> str:
+    """``backfill`` for a run that re-applies a range it names (one of Airflow's Backfill runs, or a run
+    whose params name a range), else ``pipeline``: a run that moves the checkpoint, whose failure stops the
+    pipeline."""
+    if run_type == "backfill" or any((conf or {}).get(name) not in (None, "") for name in range_params):
+        return "backfill"
+    return "pipeline"
+
+
+def outcome_of(state: str, reported: bool, skipped: bool, reason: "Explanation | None") -> str:
+    """What became of a run, in a word: ``applied`` (its commit step reported), ``up to date`` (nothing new:
+    it was skipped), ``refused`` (stopped by a refusal: nothing was written), ``failed``, or Airflow's state
+    while it is not finished (``running``, ``queued``)."""
+    if state == "failed":
+        return "refused" if reason and reason.refused else "failed"
+    if state == "success":
+        return "applied" if reported else "up to date" if skipped else "success"
+    return state
 
 
 def _span(values: list[str]) -> str | None:
@@ -121,6 +150,109 @@ def crdb_row(base: dict[str, Any], report: dict[str, Any] | None) -> RunRow:
 def _sum(report: dict[str, Any], *keys: str) -> int | None:
     present = [report[k] for k in keys if report.get(k) is not None]
     return sum(present) if present else None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a run stopped, for people: the error named, its message, what kind of stop it is and what to do.
+
+    ``kind``: ``not ready`` (a range the source has not reached), ``data loss``, ``moved`` (a source or
+    target is not the one the checkpoint was made on), ``bad input``, ``configuration``, ``checkpoint``,
+    ``timeout``, or ``failed`` (anything else: transient, retried)."""
+
+    task: str
+    error: str
+    message: str
+    kind: str
+    refused: bool
+    remedy: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Wrappers Airflow and our tasks put around the error that stopped a run.
+_WRAPPERS = ("AirflowFailException", "AirflowException", "RuntimeError")
+_ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Timeout|Refusal)): ")
+
+
+def explain(task: str, text: str, reset: str) -> Explanation:
+    """The :class:`Explanation` of a failed task's error ``text`` ("<ErrorClass>: message", possibly
+    wrapped by Airflow's exceptions). ``reset`` names the control that re-initialises this pipeline
+    (``Reset the checkpoint``, ``Full refresh``)."""
+    from lakefeed import errors
+
+    text = str(redact(text)).strip()
+    names = _ERROR_NAME.findall(text)
+    known = [n for n in names if isinstance(getattr(errors, n, None), type)]
+    outer = [n for n in names if n not in _WRAPPERS]
+    name = known[-1] if known else outer[0] if outer else names[0] if names else "Error"
+    marker = f"{name}: "
+    message = text[text.rindex(marker) + len(marker):] if marker in text else text
+    cls = getattr(errors, name, None)
+
+    def kind_of() -> tuple[str, str]:
+        if cls is not None and issubclass(cls, errors.WindowNotReadyError):
+            return "not ready", ("Nothing is wrong with the pipeline: the range asked for is not in the source "
+                                 "yet. Trigger it again once the source position on this card has passed its "
+                                 "end; the scheduled runs ingest it anyway as it becomes ready.")
+        if cls is not None and issubclass(cls, errors.DataLossError):
+            return "data loss", ("Data the pipeline still needed is gone from the source; nothing was written. "
+                                 "The message names the way on (acknowledging the loss, or a "
+                                 f"{reset.lower()}); check what is missing before taking it.")
+        if cls is not None and issubclass(cls, errors.CheckpointMismatchError):
+            return "moved", ("A source or target is not the one the checkpoint was made on (replaced, "
+                             "recreated, restored or moved). Once you have checked the new one is right, "
+                             f"trigger a run with '{reset}' ticked.")
+        if cls is not None and issubclass(cls, errors.CheckpointConflictError):
+            return "failed", "Other runs kept moving the checkpoint; clear the task to retry it."
+        if cls is not None and issubclass(cls, errors.CheckpointError):
+            return "checkpoint", (f"The checkpoint named cannot be trusted: restore it, or trigger a run with "
+                                  f"'{reset}' ticked.")
+        if cls is not None and issubclass(cls, (errors.ConfigError, errors.FeedConfigError)):
+            return "configuration", ("Fix the pipeline's configuration Variable or the run's parameters as the "
+                                     "message says, then trigger the run again.")
+        if cls is not None and issubclass(cls, errors.Refusal):
+            return "bad input", ("The file or range named cannot be read as its format promises; nothing was "
+                                 "written. Repair or remove it at the source, then clear the failed task.")
+        if name in ("AirflowSensorTimeout", "TaskDeferralTimeout", "AirflowTaskTimeout", "DagRunTimeout"):
+            return "timeout", ("The task ran out of time. If the source is slow, raise the timeout in the "
+                               "pipeline's configuration; then clear the task.")
+        return "failed", ("A failure that is not about the data (a lost executor, storage unavailable, a bug), "
+                          "retried as configured. Read the failed task's log, fix the cause and clear the task; "
+                          "the next run resumes from the checkpoint, nothing is lost.")
+
+    kind, remedy = kind_of()
+    refused = cls is not None and issubclass(cls, errors.Refusal) and kind != "failed"
+    return Explanation(task=task, error=name, message=message, kind=kind, refused=refused, remedy=remedy)
+
+
+def health(rows: list[RunRow]) -> dict[str, Any]:
+    """The card's headline from its run rows (newest first): ``failing`` when the latest finished run that
+    moves the checkpoint failed (the pipeline is stuck until someone acts), ``healthy`` when it succeeded
+    (a backfill that was refused or failed since is a note, not the pipeline's state), ``no runs`` before
+    the first finished one; with the counts of the rows shown."""
+    finished = [r for r in rows if r.state in ("success", "failed")]
+    latest = next((r for r in finished if r.purpose == "pipeline"), None)
+    backfill = next((r for r in finished if r.purpose == "backfill"), None)
+    counts = {outcome: sum(1 for r in rows if r.outcome == outcome)
+              for outcome in ("applied", "up to date", "refused", "failed", "running", "queued")}
+    counts = {k: v for k, v in counts.items() if v}
+    status = "no runs" if latest is None else "failing" if latest.state == "failed" else "healthy"
+    if status == "failing":
+        text = f"The pipeline is failing: its latest run ({latest.runId}) was {latest.outcome}."
+    elif status == "healthy":
+        text = f"The pipeline is healthy: its latest run ({latest.runId}) was {latest.outcome}."
+    else:
+        text = "No run of the pipeline has finished yet."
+    note = None
+    if backfill is not None and backfill.state == "failed":
+        note = f"A backfill ({backfill.runId}) was {backfill.outcome}" + (
+            f": {backfill.reason['kind']}." if backfill.reason else ".")
+    return {"status": status, "text": text, "run": latest.runId if latest else None,
+            "reason": latest.reason if latest and latest.state == "failed" else None,
+            "backfillNote": note, "backfillRun": backfill.runId if note and backfill else None,
+            "counts": counts, "shown": len(rows)}
 
 
 def lag_of(unit: str, source_position: Any, checkpoint_position: Any, measure) -> dict[str, Any]:

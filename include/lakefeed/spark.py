@@ -40,6 +40,9 @@ SESSION_DEFAULTS = {
     # cores, 50 tiny tasks per snapshot cost seconds per run. Raise it for tables
     # whose logs hold millions of files.
     "spark.databricks.delta.snapshotPartitions": "8",
+    # Warnings and errors only, from the context's start: at INFO every job logged ~300 lines of jar and
+    # file copies into its task log. A pipeline's spark_conf can set INFO back.
+    "spark.log.level": "WARN",
 }
 
 # For spark-submit itself (its --conf, or spark-defaults.conf): once the job's Python exits, end the JVM

@@ -42,9 +42,10 @@ from lakefeed.blob.timegrid import HOUR, format_time, parse_time
 from lakefeed.checkpoint import BlobCheckpoint, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig, as_mapping
-from lakefeed.errors import ConfigError, DataLossError, FeedError
+from lakefeed.errors import DataLossError, FeedError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
+from lakefeed.run_params import blob_request
 from lakefeed.targets import current_marks, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
     Announcer,
@@ -68,32 +69,12 @@ RESET_REMEDY = ("trigger blob_changefeed_to_delta with the param reset_checkpoin
                 "feed's first segment (or start_from) into the configured targets and records them")
 
 
-def requested_range(params: dict[str, Any]) -> tuple[datetime, datetime] | None:
-    """The ``window_start``/``window_end`` params: both or neither, ISO times, start before end."""
-    start, end = params.get("window_start") or None, params.get("window_end") or None
-    if start is None and end is None:
-        return None
-    if start is None or end is None:
-        raise ConfigError("a backfill needs both window_start and window_end (window_end is exclusive)")
-    start_time, end_time = _param_time("window_start", start), _param_time("window_end", end)
-    if end_time <= start_time:
-        raise ConfigError(f"window_end {format_time(end_time)} must be after window_start {format_time(start_time)}")
-    return start_time, end_time
-
-
-def _param_time(name: str, value: Any) -> datetime:
-    try:
-        return parse_time(str(value))
-    except ValueError:
-        raise ConfigError(f"param {name}={value!r} is not an ISO-8601 time such as 2026-01-01T00:10:00Z") from None
-
-
 def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[str, Any], run: RunContext,
          where: str = "lakefeed_blob_checkpoint") -> dict[str, Any]:
     """Which batches of windows this run submits; refuses (a :class:`~lakefeed.errors.Refusal`) a request
     that cannot be served, a checkpoint that does not belong to this feed and these targets, targets that
     hold rows this pipeline did not write while the checkpoint is empty, and segments lost to retention."""
-    window_range = requested_range(params)
+    window_range = blob_request(params)
     kind = run_kind(run, window_range is not None, bool(params.get("reset_checkpoint")))
     acknowledge_loss, adopt = bool(params.get("acknowledge_data_loss")), bool(params.get("adopt_targets"))
     store = feed_store(config.feed_root, config.wasb_conn_id)

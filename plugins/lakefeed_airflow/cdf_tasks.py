@@ -39,6 +39,7 @@ from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
+from lakefeed.run_params import cdf_request
 from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
     Announcer,
@@ -63,25 +64,14 @@ def refresh_remedy(pipeline: str) -> str:
             f"from a snapshot of the source and restarts the checkpoint at that version")
 
 
-def _version_param(params: dict[str, Any], name: str) -> int | None:
-    value = params.get(name)
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"param {name} must be a version number (0 or more), got {value!r}")
-    return value
-
-
 def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[str, Any],
          run: RunContext) -> dict[str, Any]:
     """Jobs for this run, per pipeline; refuses (a :class:`~lakefeed.errors.Refusal`) a request that cannot
     be served, or a checkpoint whose source or target is not the table it was made on."""
-    start, end = _version_param(params, "starting_version"), _version_param(params, "ending_version")
-    full_refresh = bool(params.get("full_refresh"))
-    if full_refresh and start is not None:
-        raise ConfigError("a full refresh takes ending_version (the snapshot version) only, not starting_version")
-    kind = run_kind(run, start is not None or (end is not None and not full_refresh), full_refresh)
-    name = params.get("pipeline") or None
+    request = cdf_request(params, [p.name for p in config.pipelines])
+    start, end, full_refresh = request.start, request.end, request.full_refresh
+    kind = run_kind(run, request.names_a_range, full_refresh)
+    name = request.pipeline
     if name is None and kind != SCHEDULED and not run.is_airflow_backfill:
         if len(config.pipelines) > 1:
             raise ConfigError(f"a backfill or full refresh needs the param pipeline (configured: "

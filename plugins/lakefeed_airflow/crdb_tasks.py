@@ -31,9 +31,10 @@ from lakefeed.config import PROJECT_ROOT, CrdbConfig, as_mapping
 from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
-from lakefeed.errors import ConfigError, WindowNotReadyError
+from lakefeed.errors import WindowNotReadyError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
+from lakefeed.run_params import crdb_request
 from lakefeed.delta import table_location
 from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_targets
 from lakefeed_airflow.runs import (
@@ -56,26 +57,11 @@ RESET_REMEDY = ("trigger cockroach_changefeed_to_delta with the param reset_chec
                 "again from its first file into the configured target root and records them")
 
 
-def _param_hlc(params: dict[str, Any], name: str) -> Hlc | None:
-    value = params.get(name)
-    if value in (None, ""):
-        return None
-    try:
-        return Hlc.parse(str(value))
-    except ValueError:
-        raise ConfigError(f"param {name}={value!r} is not a RESOLVED timestamp such as "
-                          f"1714751617108996000.0000000000") from None
-
-
 def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any], run: RunContext,
          where: str = "lakefeed_crdb_checkpoint") -> dict[str, Any]:
     """The resolved ranges this run applies; refuses a request that cannot be served or a checkpoint that
     does not belong to this sink and these tables."""
-    after, through = _param_hlc(params, "after_resolved"), _param_hlc(params, "through_resolved")
-    if after is not None and through is None:
-        raise ConfigError("a backfill needs through_resolved (after_resolved alone names no range)")
-    if after is not None and after >= through:
-        raise ConfigError(f"after_resolved {after} must be before through_resolved {through}")
+    after, through = (Hlc.parse(stamp) if stamp else None for stamp in crdb_request(params))
     kind = run_kind(run, through is not None, bool(params.get("reset_checkpoint")))
     store = feed_store(config.sink_root, config.wasb_conn_id)
     require_sink(store)

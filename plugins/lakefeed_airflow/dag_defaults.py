@@ -11,6 +11,7 @@ pipeline's config Variable, applied when the task starts.
 
 from __future__ import annotations
 
+import logging
 import os
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -31,8 +32,28 @@ START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 # converge (idempotent MERGEs, the checkpoint moved by compare-and-set, commit steps taking turns).
 MAX_ACTIVE_RUNS = int(os.environ.get("LAKEFEED_MAX_ACTIVE_RUNS", "4"))
 DAGRUN_TIMEOUT = timedelta(minutes=float(os.environ.get("LAKEFEED_DAGRUN_TIMEOUT_MINUTES", "360")))
+
+
+def record_failure(context) -> None:
+    """``on_failure_callback`` of every lakefeed task: the error that failed it, secrets masked, as the
+    task's XCom ``failure`` (the monitor shows the first one of a run, with what to do). A retry clears it
+    with the task's other XComs."""
+    from airflow.sdk.log import redact as airflow_redact
+
+    from lakefeed.monitor import redact
+    from lakefeed_airflow.runs import FAILURE_KEY
+
+    error = context.get("exception")
+    text = f"{type(error).__name__}: {error}" if error is not None else "the task failed without an error"
+    try:
+        context["ti"].xcom_push(key=FAILURE_KEY, value={"error": redact(airflow_redact(text))[:4000]})
+    except Exception:  # noqa: BLE001 - a record for the monitor must never change how the task ended
+        logging.getLogger(__name__).warning("could not record the failure for the monitor", exc_info=True)
+
+
 DEFAULT_ARGS = {
     "owner": "data-platform",
+    "on_failure_callback": record_failure,
     "retries": 2,
     "retry_delay": timedelta(seconds=float(os.environ.get("LAKEFEED_RETRY_DELAY_SECONDS", "60"))),
     "retry_exponential_backoff": 2.0,

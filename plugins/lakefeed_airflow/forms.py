@@ -1,10 +1,14 @@
-"""The DAGs' trigger forms: params validated by Airflow when a run is triggered.
+"""The DAGs' trigger forms: the params, their titles and the hints people read.
 
-Airflow checks each param against its JSON schema at trigger time, so a
-malformed time, an off-grid minute, a negative version or an unknown pipeline
-is refused before a run exists. Rules across params (both ends of a range
-given, start before end) cannot be a per-param schema: the plan task checks
-them first thing and fails at once, without retries.
+The schemas say only a value's type: every rule about the values (a real
+calendar date, the feed's hourly grid, a range in order, a version of 0 or more,
+a configured pipeline) lives in :mod:`lakefeed.run_params`, which refuses in
+sentences. The api-server applies it when a run is triggered
+(:mod:`lakefeed_airflow.trigger_check`), so a bad form is refused before a run
+exists; the plan applies it again first thing (runs triggered another way). A
+``pattern`` or ``minimum`` here would be answered with the schema's own wording
+(a regular expression), and the UI's number field silently clamps to
+``minimum`` (-1 became 0 and ran a replay).
 
 Two hints come from the pipelines' Variables when the DAG file is parsed: the
 blob feed's grid minute (recorded in its checkpoint) and the configured CDF
@@ -62,13 +66,6 @@ def cdf_pipeline_names() -> list[str] | None:
     return _at_parse_time(read, None)
 
 
-def window_pattern(grid_minute: int | None) -> str:
-    """An ISO-8601 UTC time to the minute (seconds zero), on ``grid_minute`` when known; or empty."""
-    minute = f"{grid_minute:02d}" if grid_minute is not None else "[0-5][0-9]"
-    return (r"^$|^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[T ]([01][0-9]|2[0-3]):" + minute
-            + r"(:00(\.0+)?)?(Z|[+-]00:?00)?$")
-
-
 def adopt_targets_param(what: str) -> Param:
     return Param(False, type="boolean", title="Adopt existing targets",
                  description=f"Only with an empty checkpoint (a first run, or a reset): merge into {what} although "
@@ -83,12 +80,11 @@ def blob_params(grid_minute: int | None) -> dict[str, Param]:
                "DAG's run summaries show it as gridMinute)")
     example = f"2026-01-01T00:{grid_minute if grid_minute is not None else 10:02d}:00Z"
     hint = f"ISO-8601 UTC on the feed's hourly grid: {on_grid}. Example: {example}."
-    pattern = window_pattern(grid_minute)
     return {
-        "window_start": Param(None, type=["null", "string"], pattern=pattern, title="Backfill from (window start)",
+        "window_start": Param(None, type=["null", "string"], title="Backfill from (window start)",
                               description=f"Re-process the windows from this one on. Leave empty for a normal "
                                           f"run. Give window_end too. {hint}"),
-        "window_end": Param(None, type=["null", "string"], pattern=pattern, title="Backfill until (exclusive)",
+        "window_end": Param(None, type=["null", "string"], title="Backfill until (exclusive)",
                             description=f"The first window not to re-process; after window_start. {hint}"),
         "reset_checkpoint": Param(False, type="boolean", title="Reset the checkpoint",
                                   description="Forget the checkpoint and ingest from the feed's first window (or "
@@ -110,9 +106,9 @@ def cdf_params(pipelines: list[str] | None) -> dict[str, Param]:
         "pipeline": Param(None, type=["null", "string"], title="Pipeline", **choice,
                           description="The configured pipeline to backfill or refresh; empty for a normal run "
                                       "(needed for a range or a full refresh when several are configured)."),
-        "starting_version": Param(None, type=["null", "integer"], minimum=0, title="Starting version (inclusive)",
+        "starting_version": Param(None, type=["null", "integer"], title="Starting version (inclusive)",
                                   description="Re-apply source versions from this one; give ending_version too."),
-        "ending_version": Param(None, type=["null", "integer"], minimum=0, title="Ending version (inclusive)",
+        "ending_version": Param(None, type=["null", "integer"], title="Ending version (inclusive)",
                                 description="Last source version to re-apply; with full_refresh, the snapshot "
                                             "version (default: the latest)."),
         "full_refresh": Param(False, type="boolean", title="Full refresh",
@@ -123,17 +119,14 @@ def cdf_params(pipelines: list[str] | None) -> dict[str, Param]:
     }
 
 
-HLC_PATTERN = r"^$|^[0-9]{1,20}\.[0-9]{10}$"
-
-
 def crdb_params() -> dict[str, Param]:
     hint = ("A RESOLVED timestamp as the sink writes it: <wall ns>.<10-digit logical>, e.g. "
             "1714751617108996000.0000000000 (the run summaries show resolved and newestResolved).")
     return {
-        "after_resolved": Param(None, type=["null", "string"], pattern=HLC_PATTERN, title="Backfill after (RESOLVED)",
+        "after_resolved": Param(None, type=["null", "string"], title="Backfill after (RESOLVED)",
                                 description=f"Re-apply the files after this RESOLVED file (empty: from the sink's "
                                             f"first file). Give through_resolved too. {hint}"),
-        "through_resolved": Param(None, type=["null", "string"], pattern=HLC_PATTERN,
+        "through_resolved": Param(None, type=["null", "string"],
                                   title="Backfill through (RESOLVED)",
                                   description=f"Re-apply the files up to this RESOLVED file. Leave empty for a normal "
                                               f"run. {hint}"),

@@ -8,13 +8,27 @@ errors through :func:`lakefeed.monitor.redact`). The figures themselves come fro
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import json
 import logging
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from lakefeed.monitor import RunRow, blob_row, cdf_row, crdb_row, lag_of, redact, run_base, safe_config
-from lakefeed_airflow.runs import REFUSAL_KEY
+from lakefeed.monitor import (
+    RunRow,
+    blob_row,
+    cdf_row,
+    crdb_row,
+    explain,
+    health,
+    lag_of,
+    outcome_of,
+    redact,
+    run_base,
+    run_purpose,
+    safe_config,
+)
+from lakefeed_airflow.runs import FAILURE_KEY, REFUSAL_KEY
 
 log = logging.getLogger(__name__)
 
@@ -22,36 +36,83 @@ RUNS_SHOWN = 20
 BLOB_DAG, CDF_DAG, CRDB_DAG = "blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"
 
 
+@dataclass(frozen=True)
+class DagFacts:
+    """What the monitor must know of a lakefeed DAG: the task whose XCom is the run summary, the params
+    that name a range (a run with them is a backfill) and the control that re-initialises the pipeline."""
+
+    commit_task: str
+    range_params: tuple[str, ...]
+    reset: str
+
+
+def dag_facts(dag_id: str) -> DagFacts:
+    from lakefeed_airflow import blob_tasks, cdf_tasks, crdb_tasks
+
+    return {
+        BLOB_DAG: DagFacts(blob_tasks.COMMIT_TASK_ID, ("window_start", "window_end"), "Reset the checkpoint"),
+        CDF_DAG: DagFacts(cdf_tasks.COMMIT_TASK_ID, ("starting_version", "ending_version"), "Full refresh"),
+        CRDB_DAG: DagFacts(crdb_tasks.COMMIT_TASK_ID, ("after_resolved", "through_resolved"),
+                           "Reset the checkpoint"),
+    }[dag_id]
+
+
 def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, Any], dict | None]]:
-    """The DAG's latest runs, newest first, each with its run summary (the commit task's XCom) or None."""
-    from sqlalchemy import select
+    """The DAG's latest runs, newest first, each with its run summary (the commit task's XCom) or None.
+    A failed run carries the reason its first failing task recorded (:data:`FAILURE_KEY`; for runs older
+    than that record, the refusal its plan or a job kept), explained for people."""
+    from sqlalchemy import and_, or_, select
 
     from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
+    facts = dag_facts(dag_id)
     with create_session() as session:
         runs = session.scalars(select(DagRun).where(DagRun.dag_id == dag_id)
                                .order_by(DagRun.id.desc()).limit(limit)).all()
-        reports = {}
-        if runs:
-            rows = session.scalars(select(XComModel).where(
-                XComModel.dag_id == dag_id, XComModel.task_id == _commit_task(dag_id),
-                XComModel.key == "return_value", XComModel.map_index == -1,
-                XComModel.run_id.in_([r.run_id for r in runs]))).all()
-            reports = {row.run_id: XComModel.deserialize_value(row) for row in rows}
-            refusals = {row.run_id: XComModel.deserialize_value(row) for row in session.scalars(select(XComModel).where(
-                XComModel.dag_id == dag_id, XComModel.key == REFUSAL_KEY,
-                XComModel.run_id.in_([r.run_id for r in runs]))).all()}
-        return [({**run_base(r.run_id, _text(r.run_type), _text(r.state), r.start_date, r.end_date),
-                  "refused": redact(refusals[r.run_id]) if r.run_id in refusals else None},
-                 _as_report(reports.get(r.run_id))) for r in runs]
+        if not runs:
+            return []
+        run_ids = [r.run_id for r in runs]
+        xcoms = session.scalars(select(XComModel).where(
+            XComModel.dag_id == dag_id, XComModel.run_id.in_(run_ids),
+            or_(XComModel.key.in_([FAILURE_KEY, REFUSAL_KEY]),
+                and_(XComModel.key == "return_value", XComModel.task_id == facts.commit_task,
+                     XComModel.map_index == -1))).order_by(XComModel.timestamp)).all()
+        skipped = {run_id for (run_id,) in session.execute(select(TaskInstance.run_id).where(
+            TaskInstance.dag_id == dag_id, TaskInstance.run_id.in_(run_ids),
+            TaskInstance.state == "skipped")).all()}
+        reports: dict[str, dict | None] = {}
+        recorded: dict[str, dict[str, list[tuple[str, str]]]] = {}  # run → key → [(task, error)], oldest first
+        for row in xcoms:
+            value = XComModel.deserialize_value(row)
+            if row.key == "return_value":
+                reports[row.run_id] = _as_report(value)
+                continue
+            task = f"{row.task_id}[{row.map_index}]" if row.map_index >= 0 else row.task_id
+            text = value.get("error") if isinstance(value, dict) else value
+            recorded.setdefault(row.run_id, {}).setdefault(row.key, []).append((task, str(text)))
+        rows = []
+        for r in runs:
+            state = _text(r.state)
+            reason = None
+            if state == "failed":
+                found = recorded.get(r.run_id, {})
+                task, text = (found.get(FAILURE_KEY) or found.get(REFUSAL_KEY) or [("", UNRECORDED)])[0]
+                reason = explain(task, text, facts.reset)
+            base = run_base(r.run_id, _text(r.run_type), state, r.start_date, r.end_date,
+                            purpose=run_purpose(_text(r.run_type), r.conf, facts.range_params),
+                            outcome=outcome_of(state, reports.get(r.run_id) is not None, r.run_id in skipped,
+                                               reason),
+                            reason=reason)
+            rows.append((base, reports.get(r.run_id)))
+        return rows
 
 
-def _commit_task(dag_id: str) -> str:
-    from lakefeed_airflow import blob_tasks, cdf_tasks, crdb_tasks
-
-    return {BLOB_DAG: blob_tasks, CDF_DAG: cdf_tasks, CRDB_DAG: crdb_tasks}[dag_id].COMMIT_TASK_ID
+# A failed run without a recorded reason: marked failed by hand, or stopped by dagrun_timeout.
+UNRECORDED = ("DagRunTimeout: the run failed without a task error on record: it ran past the DAG's "
+              "dagrun_timeout, or a task was marked failed by hand")
 
 
 def _text(value: Any) -> str:
@@ -81,10 +142,8 @@ def _card(*, key: str, dag_id: str, title: str, config: dict, checkpoint: dict, 
     runs = [row.to_dict() for row in rows]
     return {
         "key": key, "dagId": dag_id, "title": title, "config": safe_config(config), "checkpoint": checkpoint,
-        "source": position, "lag": lag, "error": error, "runs": runs,
+        "source": position, "lag": lag, "error": error, "runs": runs, "health": health(rows),
         "failedBatches": [{"runId": r["runId"], **b} for r in runs for b in r["failedBatches"]],
-        "refusedRuns": [{"runId": r["runId"], "refused": r["refused"]} for r in runs if r.get("refused")],
-        "lastRun": runs[0] if runs else None,
     }
 
 
@@ -176,5 +235,5 @@ def overview(readable: Callable[[str], bool] = lambda dag_id: True) -> dict[str,
             continue
         built, error = _guarded(build)
         cards.extend(built or [{"key": key, "dagId": dag_id, "title": key, "error": error, "runs": [],
-                                "failedBatches": []}])
+                                "failedBatches": [], "health": health([])}])
     return {"generatedAt": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"), "pipelines": cards}

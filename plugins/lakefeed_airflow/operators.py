@@ -35,7 +35,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from lakefeed.jobs import read_document, refusal_location, remove_document
+from lakefeed.jobs import failure_location, read_document, refusal_location, remove_document
 from lakefeed_airflow.runs import REFUSAL_KEY
 
 REFUSED_EXIT_CODE = 2
@@ -122,6 +122,10 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
                     ti.xcom_push(key=REFUSAL_KEY, value=text)
                     raise AirflowFailException(f"the job refused its input (exit code 2), nothing was written; "
                                                f"not retried: {text}") from exc
+                failure = self._read(failure_location(location))
+                if failure:
+                    raise RuntimeError(f"the Spark job failed (exit code {code}), retried as configured: "
+                                       f"{failure.get('error')}") from exc
                 raise
             summary = self._read(location)
             if summary is None:  # retried: the job may have died after its commits, before its summary
@@ -131,7 +135,7 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
             else:
-                for leftover in (location, refusal_location(location)):
+                for leftover in (location, refusal_location(location), failure_location(location)):
                     with self._credentials():
                         remove_document(leftover)
 

@@ -80,12 +80,20 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
 
     @task(task_id=plan_task_id, retries=1, multiple_outputs=False)
     def plan_task(params=None, ti=None) -> dict:
-        from lakefeed.errors import Refusal
-        from lakefeed_airflow.runs import RunContext
+        from airflow.sdk.exceptions import AirflowSkipException
 
+        from lakefeed.errors import Refusal, WindowNotReadyError
+        from lakefeed_airflow.runs import RunContext, backfill_not_ready
+
+        run = RunContext.from_airflow(get_current_context())
         with refusals_fail_the_task():
             try:
-                return plan(params or {}, RunContext.from_airflow(get_current_context()))
+                return plan(params or {}, run)
+            except WindowNotReadyError as exc:
+                if run.is_airflow_backfill:
+                    raise AirflowSkipException(backfill_not_ready(run, exc)) from exc
+                ti.xcom_push(key=REFUSAL_KEY, value=f"{type(exc).__name__}: {exc}")
+                raise
             except Refusal as exc:  # kept for the monitor, which shows why a run stopped before any job
                 ti.xcom_push(key=REFUSAL_KEY, value=f"{type(exc).__name__}: {exc}")
                 raise

@@ -24,6 +24,7 @@ from lakefeed.progress import BACKFILL, RESET, SCHEDULED
 log = logging.getLogger(__name__)
 
 REFUSAL_KEY = "refusal"  # XCom of a plan or job task that refused: the reason (shown by the monitor)
+FAILURE_KEY = "failure"  # XCom of any task that failed: {"error": "<ErrorClass>: message"} (shown by the monitor)
 AIRFLOW_BACKFILL = "backfill"  # DagRunType of runs made by Airflow's Backfill (UI or `airflow backfill create`)
 
 
@@ -47,6 +48,15 @@ class RunContext:
         run_type = getattr(dag_run.run_type, "value", dag_run.run_type)
         return cls(dag_id=dag_run.dag_id, run_id=dag_run.run_id, run_type=str(run_type),
                    interval_start=context.get("data_interval_start"), interval_end=context.get("data_interval_end"))
+
+
+def backfill_not_ready(run: RunContext, exc: Exception) -> str:
+    """Why one of Airflow's Backfill runs ends skipped when its hour is not in the source yet: its "To" date
+    is inclusive, so the last run of a backfill up to now names an hour the source has not reached. That
+    is no failure: the scheduled runs ingest the hour once it is ready."""
+    return (f"not ready yet, nothing applied: this Backfill run covers {run.interval_start} .. {run.interval_end}, "
+            f"which the source has not reached ({exc}). Airflow's Backfill includes its 'To' date, so its last run "
+            f"may name such an hour; the scheduled runs ingest it once it is ready.")
 
 
 def run_kind(run: RunContext, params_name_a_range: bool, reset: bool) -> str:

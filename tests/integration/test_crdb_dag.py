@@ -67,7 +67,7 @@ def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     started = time.monotonic()
     result = dags_test(env, DAG, {"after_resolved": truth.resolved[0]}, succeed=False)
     assert time.monotonic() - started < 90
-    assert "a backfill needs through_resolved" in result.stdout + result.stderr
+    assert "A backfill needs through_resolved" in result.stdout + result.stderr
     assert variable(env, "lakefeed_crdb_checkpoint") == checkpoint
 
     shutil.copytree(held, tmp_path / "sink", dirs_exist_ok=True)

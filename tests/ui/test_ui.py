@@ -240,7 +240,8 @@ def test_the_monitor_page_shows_the_run_summaries(stack, ran):
                             ("duplicates", "duplicatesRemoved"), ("updated", "stateUpdated")):
             assert cell("blob", blob_run, column) == number(blob_report[key]), column
         assert cell("blob", blob_run, "inserted") == number(blob_report["eventsInserted"] + blob_report["stateInserted"])
-        assert cell("blob", blob_run, "state") == "success"
+        assert cell("blob", blob_run, "outcome") == "applied"
+        assert monitor.locator("[data-testid=health-blob]").get_attribute("data-status") == "healthy"
 
         assert figure("checkpoint-cdf\\:orders") == number(orders["appliedVersion"])
         assert figure("source-cdf\\:orders") == number(orders["latestVersion"])
@@ -248,6 +249,11 @@ def test_the_monitor_page_shows_the_run_summaries(stack, ran):
         for column in ("inserted", "updated", "deleted"):
             assert cell("cdf\\:orders", cdf_run, column) == number(orders[column]), column
         assert monitor.locator("[data-testid=lag-chart-blob]").get_attribute("data-points") == "1"
+        # Charts have axes: the unit, ticks up to the maximum, the run's start time.
+        throughput = monitor.locator("[data-testid=throughput-chart-blob]")
+        assert "rows read / Spark s" in throughput.text_content() and "run start (UTC)" in throughput.text_content()
+        assert re.fullmatch(r"\d\d-\d\d \d\d:\d\d", throughput.locator("[data-tick=x]").first.text_content())
+        assert throughput.locator("[data-tick=y]").last.text_content() != "0"
         monitor.locator("[data-testid=card-cockroach]").wait_for()
         page.screenshot(path=str(artefacts() / "monitor.png"), full_page=True)
 
@@ -255,6 +261,57 @@ def test_the_monitor_page_shows_the_run_summaries(stack, ran):
         page.goto(page.url)
         monitor.locator("body[data-loaded=true]").wait_for()
         assert figure("checkpoint-blob") == blob_report["watermark"]
+        browser.close()
+
+
+def test_the_monitor_tells_a_refused_backfill_from_a_failing_pipeline(stack, ran):
+    """A blob backfill of windows the feed has not reached is refused by its plan: the card stays healthy,
+    with a note, the reason in words and what to do. A CDF run whose source table is gone fails its
+    sensor: the card says the pipeline is failing, naming the table. On a laptop-sized screen each runs
+    table fits its card."""
+    from playwright.sync_api import sync_playwright
+
+    env, api = stack["env"], stack["api"]
+    beyond = SPEC.last_consumable + 5 * HOUR
+    dags_test(env, BLOB, conf={"window_start": format_time(beyond), "window_end": format_time(beyond + HOUR)},
+              succeed=False)
+    refused_run = last_run_id(env, BLOB)
+    gone = str(stack["folder"] / "no-such-source")
+    broken = {**stack["cdf"], "pipelines": [{**stack["cdf"]["pipelines"][0], "source_table": gone}]}
+    dags_test({**env, "AIRFLOW_VAR_LAKEFEED_CDF_CONFIG": json.dumps(broken)}, CDF, succeed=False)
+    failing_run = last_run_id(env, CDF)
+
+    status, body = api.call("/lakefeed/api/pipelines", api.login())
+    cards = {card["key"]: card for card in body["pipelines"]}
+    blob, orders = cards["blob"], cards["cdf:orders"]
+    assert blob["health"]["status"] == "healthy" and blob["health"]["backfillRun"] == refused_run
+    [refused] = [r for r in blob["runs"] if r["runId"] == refused_run]
+    assert (refused["outcome"], refused["purpose"], refused["reason"]["kind"]) == ("refused", "backfill", "not ready")
+    assert refused["reason"]["task"] == "plan_windows" and refused["reason"]["error"] == "WindowNotReadyError"
+    assert orders["health"]["status"] == "failing" and orders["health"]["run"] == failing_run
+    assert orders["health"]["reason"]["task"] == "wait_for_new_versions" and gone in orders["health"]["reason"]["message"]
+    assert sum(orders["health"]["counts"].values()) == orders["health"]["shown"] == len(orders["runs"])
+
+    with sync_playwright() as playwright:
+        browser, page = open_browser(playwright, width=1280, height=800)
+        log_in(page, api.base)
+        page.goto(f"{api.base}/plugin/lakefeed")
+        monitor = page.frame_locator("iframe")
+        monitor.locator("body[data-loaded=true]").wait_for()
+        note = monitor.locator("[data-testid=backfill-note-blob]")
+        assert "was refused: not ready" in note.inner_text() and "Trigger it again" in note.inner_text()
+        assert monitor.locator("[data-testid=health-blob] .status").inner_text() == "Healthy"
+        why = monitor.locator(f"[data-testid=runs-blob] tr[data-reason-for='{refused_run}']").inner_text()
+        assert "WindowNotReadyError (not ready)" in why and "What to do:" in why
+        failing = monitor.locator("[data-testid=health-cdf\\:orders]")
+        assert failing.get_attribute("data-status") == "failing"
+        assert failing.locator(".status").inner_text() == "Failing" and gone in failing.inner_text()
+        assert "What to do:" in failing.inner_text()
+        for key in ("blob", "cdf\\:orders"):
+            overflow = monitor.locator(f"[data-testid=runs-{key}]").evaluate(
+                "t => t.scrollWidth - t.closest('section').clientWidth")
+            assert overflow <= 0, f"the runs table of {key} is {overflow} px wider than its card"
+        page.screenshot(path=str(artefacts() / "monitor-reasons.png"), full_page=True)
         browser.close()
 
 
@@ -291,8 +348,8 @@ def test_the_backfill_forms_create_runs_with_their_conf(stack, ran):
         browser.close()
 
     token = api.login()
-    blob_runs = wait_for(lambda: [r for r in api.runs(token, BLOB) if (r.get("conf") or {}).get("window_start")],
-                         60, "the blob backfill run")
+    blob_runs = wait_for(lambda: [r for r in api.runs(token, BLOB)
+                                  if (r.get("conf") or {}).get("window_start") == window_start], 60, "the blob backfill run")
     assert blob_runs[0]["conf"] == {"window_start": window_start, "window_end": window_end, "reset_checkpoint": False,
                                     "acknowledge_data_loss": False, "adopt_targets": False}
     cdf_runs = wait_for(lambda: [r for r in api.runs(token, CDF) if (r.get("conf") or {}).get("pipeline")],
@@ -305,6 +362,47 @@ def test_the_backfill_forms_create_runs_with_their_conf(stack, ran):
                          60, "the CockroachDB backfill run")
     assert crdb_runs[0]["conf"] == {"after_resolved": AFTER_RESOLVED, "through_resolved": THROUGH_RESOLVED,
                                     "reset_checkpoint": False, "adopt_targets": False}
+
+
+REFUSED_FORMS = [
+    (BLOB, {"window_start": "2026-02-31T00:10:00Z", "window_end": "2026-03-01T00:10:00Z"},
+     "window_start 2026-02-31T00:10:00Z is not a real date: February 2026 has 28 days."),
+    (BLOB, {"window_start": "2026-01-01T00:15:00Z", "window_end": "2026-01-01T01:10:00Z"},
+     "its windows start at minute 10 of every hour, so the nearest are 2026-01-01T00:10:00Z and 2026-01-01T01:10:00Z"),
+    (BLOB, {"window_start": "2026-01-01T02:10:00Z", "window_end": "2026-01-01T01:10:00Z"},
+     "window_end 2026-01-01T01:10:00Z must be after window_start 2026-01-01T02:10:00Z"),
+    (CDF, {"starting_version": "-1", "ending_version": "2"}, "starting_version -1 is negative: Delta versions start at 0."),
+    (CDF, {"starting_version": "5", "ending_version": "2"}, "ending_version 2 is before starting_version 5"),
+    (CRDB, {"after_resolved": AFTER_RESOLVED}, "A backfill needs through_resolved"),
+    (CRDB, {"after_resolved": "yesterday", "through_resolved": THROUGH_RESOLVED},
+     "after_resolved 'yesterday' is not a RESOLVED timestamp"),
+]
+
+
+def test_each_bad_form_value_is_refused_in_a_sentence_before_a_run_exists(stack, ran):
+    """Filled in the trigger dialog and submitted: the dialog stays open and shows the sentence (no regular
+    expression); no run is created. The CDF form keeps -1 as typed (no silent clamp to 0)."""
+    from playwright.sync_api import sync_playwright
+
+    api = stack["api"]
+    token = api.login()
+    before = {dag_id: len(api.runs(token, dag_id)) for dag_id in (BLOB, CDF, CRDB)}
+    with sync_playwright() as playwright:
+        browser, page = open_browser(playwright, width=1400)
+        log_in(page, api.base)
+        for number, (dag_id, values, sentence) in enumerate(REFUSED_FORMS):
+            form = open_trigger_form(page, api.base, dag_id)
+            for name, value in values.items():
+                field = form.locator(f"[name=element_{name}]")
+                field.fill(value)
+                field.blur()
+                assert field.input_value() == value, (name, field.input_value())
+            form.get_by_role("button", name="Trigger").click()
+            form.get_by_text(sentence, exact=False).wait_for()
+            assert "[0-9]" not in form.inner_text() and "does not match" not in form.inner_text()
+            page.screenshot(path=str(artefacts() / f"refused-form-{number}.png"), full_page=True)
+        browser.close()
+    assert {dag_id: len(api.runs(token, dag_id)) for dag_id in (BLOB, CDF, CRDB)} == before
 
 
 def test_a_backfill_from_the_form_starts_at_once_while_a_scheduled_run_waits(stack, ran):
@@ -348,6 +446,50 @@ def test_a_backfill_from_the_form_starts_at_once_while_a_scheduled_run_waits(sta
         assert done["state"] == "success", done
         report = xcom(env, BLOB, backfill["dag_run_id"], "commit_checkpoint")
         assert report["kind"] == "backfill" and report["windowsPlanned"] == 1
+
+        # Refused through the scheduler and LocalExecutor (not `dags test`): the reason reaches the monitor.
+        beyond = SPEC.last_consumable + 3 * HOUR
+        status, created = api.call(f"/api/v2/dags/{BLOB}/dagRuns", token, body={
+            "logical_date": None, "conf": {"window_start": format_time(beyond),
+                                           "window_end": format_time(beyond + HOUR)}})
+        assert status == 200, created
+        refused = wait_for(lambda: next((r for r in api.runs(token, BLOB) if r["dag_run_id"] == created["dag_run_id"]
+                                         and r["state"] in ("success", "failed")), None),
+                           300, "the not-ready backfill to be refused")
+        assert refused["state"] == "failed"
+        [card] = [c for c in api.call("/lakefeed/api/pipelines", token)[1]["pipelines"] if c["key"] == "blob"]
+        [row] = [r for r in card["runs"] if r["runId"] == created["dag_run_id"]]
+        assert (row["outcome"], row["reason"]["kind"], row["reason"]["task"]) == ("refused", "not ready", "plan_windows")
+        assert card["health"]["status"] == "healthy"
+    finally:
+        airflow(env, "dags", "pause", BLOB)
+
+
+def test_airflow_backfill_mode_maps_hours_to_windows_and_skips_an_hour_not_ready(stack, ran):
+    """Airflow's own Backfill (here through its REST API, as the UI's Backfill mode calls it) from 00:00 to
+    01:00: its "To" date is inclusive, so it makes two hourly runs. The first re-applies window 00:10; the
+    second names window 01:10, which the feed has not made consumable: it ends skipped as not ready, green,
+    with the reason in its log, instead of failing."""
+    api, env = stack["api"], stack["env"]
+    token = api.login()
+    airflow(env, "dags", "unpause", BLOB)
+    try:
+        status, created = api.call("/api/v2/backfills", token, body={
+            "dag_id": BLOB, "from_date": "2026-01-01T00:00:00Z", "to_date": "2026-01-01T01:00:00Z",
+            "max_active_runs": 1})
+        assert status == 200, created
+        done = wait_for(lambda: (lambda found: found if len(found) == 2 and all(
+            r["state"] in ("success", "failed") for r in found) else None)(
+            [r for r in api.runs(token, BLOB) if r["run_type"] == "backfill"]), 600, "the two backfill runs")
+        done.sort(key=lambda r: r["data_interval_start"])
+        assert [r["state"] for r in done] == ["success", "success"], done
+        report = xcom(env, BLOB, done[0]["dag_run_id"], "commit_checkpoint")
+        assert report["kind"] == "backfill" and report["windowsApplied"] == [format_time(SPEC.start)]
+        assert task_state(api, token, BLOB, done[1]["dag_run_id"], "plan_windows") == "skipped"
+        [card] = [c for c in api.call("/lakefeed/api/pipelines", token)[1]["pipelines"] if c["key"] == "blob"]
+        outcomes = {r["runId"]: (r["outcome"], r["purpose"]) for r in card["runs"]}
+        assert outcomes[done[0]["dag_run_id"]] == ("applied", "backfill")
+        assert outcomes[done[1]["dag_run_id"]] == ("up to date", "backfill")
     finally:
         airflow(env, "dags", "pause", BLOB)
 
@@ -366,11 +508,11 @@ BROWSER_ON_LOOPBACK = ["--no-proxy-server", "--host-resolver-rules=MAP * ~NOTFOU
                        "EXCLUDE 127.0.0.1"]
 
 
-def open_browser(playwright, width: int):
+def open_browser(playwright, width: int, height: int = 1100):
     """Headless chromium and a page whose waits allow for a loaded CI machine (60 s, not Playwright's 30 s):
     the api-server shares two cores with Spark jobs in the other xdist worker."""
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", *BROWSER_ON_LOOPBACK])
-    page = browser.new_page(viewport={"width": width, "height": 1100})
+    page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(60_000)
     return browser, page
 

@@ -2,7 +2,19 @@
 
 from datetime import datetime, timezone
 
-from lakefeed.monitor import blob_row, cdf_row, crdb_row, lag_of, redact, run_base, safe_config
+from lakefeed.monitor import (
+    blob_row,
+    cdf_row,
+    crdb_row,
+    explain,
+    health,
+    lag_of,
+    outcome_of,
+    redact,
+    run_base,
+    run_purpose,
+    safe_config,
+)
 
 BASE = run_base("scheduled__1", "scheduled", "success", datetime(2026, 1, 1, 1, tzinfo=timezone.utc),
                 datetime(2026, 1, 1, 1, 2, 30, tzinfo=timezone.utc))
@@ -71,8 +83,77 @@ def test_secrets_are_never_shown():
     assert redact("BlobEndpoint=x;AccountKey=c2VjcmV0;") == "BlobEndpoint=x;AccountKey=***;"
 
 
-def test_a_run_its_plan_refused_shows_why_in_every_pipelines_row():
-    refused = {**BASE, "state": "failed", "refused": "DataLossError: the segments from 2026-01-01T00:10:00Z …"}
-    for row in (blob_row(refused, None), cdf_row(refused, None, "orders"), crdb_row(refused, None)):
-        assert row.state == "failed" and row.refused.startswith("DataLossError") and row.read is None
-    assert blob_row(BASE, None).refused is None
+def test_a_failed_run_shows_why_in_every_pipelines_row():
+    reason = explain("plan_windows", "DataLossError: the segments from 2026-01-01T00:10:00Z …", "Reset the checkpoint")
+    failed = run_base("manual__1", "manual", "failed", None, None, reason=reason,
+                      outcome=outcome_of("failed", False, False, reason))
+    for row in (blob_row(failed, None), cdf_row(failed, None, "orders"), crdb_row(failed, None)):
+        assert row.state == "failed" and row.outcome == "refused" and row.read is None
+        assert row.reason["error"] == "DataLossError" and row.reason["task"] == "plan_windows"
+    assert blob_row(BASE, None).reason is None
+
+
+def test_an_error_is_explained_by_its_innermost_lakefeed_class_with_what_to_do():
+    wrapped = ("AirflowFailException: the job refused its input (exit code 2), nothing was written; not retried: "
+               "WindowNotReadyError: the backfill asks for 1 window(s) not ready yet (first 2026-01-01T05:10:00Z)")
+    reason = explain("plan_windows", wrapped, "Reset the checkpoint")
+    assert (reason.error, reason.kind, reason.refused) == ("WindowNotReadyError", "not ready", True)
+    assert reason.message.startswith("the backfill asks for 1 window(s)") and "Trigger it again" in reason.remedy
+
+    moved = explain("wait", "AirflowFailException: CheckpointMismatchError: target orders was recreated", "Full refresh")
+    assert (moved.kind, moved.refused) == ("moved", True) and "'Full refresh'" in moved.remedy
+    assert explain("p", "ConfigError: unknown key 'x'", "r").kind == "configuration"
+    assert explain("p", "FeedCorruptError: bad.avro: not an Avro file", "r").kind == "bad input"
+    assert explain("p", "DataLossError: gone", "Full refresh").kind == "data loss"
+    assert explain("p", "CheckpointConflictError: moved 5 times", "r").refused is False
+
+    transient = explain("apply_ranges[1]", "RuntimeError: the Spark job failed (exit code 1), retried as configured: "
+                        "Py4JJavaError: An error occurred while calling o42.execute", "r")
+    assert (transient.error, transient.kind, transient.refused) == ("Py4JJavaError", "failed", False)
+    assert transient.message == "An error occurred while calling o42.execute" and "clear the task" in transient.remedy
+    assert explain("s", "StorageUnavailableError: reset by peer", "r").refused is False
+    assert explain("s", "AirflowException: Cannot execute: spark-submit", "r").error == "AirflowException"
+    assert explain("s", "TaskDeferralTimeout: Trigger/execution timeout", "r").kind == "timeout"
+    assert explain("s", "no class here", "r").message == "no class here"
+
+
+def test_a_reason_never_shows_a_secret():
+    reason = explain("plan", "FeedError: cannot list https://a.blob.core.windows.net/c?sv=1&sig=SECRET", "r")
+    assert "SECRET" not in str(reason.to_dict()) and "sig=***" in reason.message
+
+
+def test_a_run_is_a_backfill_when_it_names_a_range_or_airflow_made_it():
+    ranges = ("window_start", "window_end")
+    assert run_purpose("manual", {"window_start": "2026-01-01T00:10:00Z"}, ranges) == "backfill"
+    assert run_purpose("backfill", None, ranges) == "backfill"
+    assert run_purpose("manual", {"window_start": None, "reset_checkpoint": True}, ranges) == "pipeline"
+    assert run_purpose("scheduled", {}, ranges) == "pipeline"
+
+
+def test_outcomes_in_a_word():
+    refusal, failure = explain("p", "ConfigError: x", "r"), explain("p", "OSError: y", "r")
+    assert outcome_of("failed", False, False, refusal) == "refused"
+    assert outcome_of("failed", False, False, failure) == "failed"
+    assert outcome_of("success", True, False, None) == "applied"
+    assert outcome_of("success", False, True, None) == "up to date"
+    assert outcome_of("running", False, False, None) == "running"
+
+
+def _row(run_id, state, purpose="pipeline", text=None):
+    reason = explain("plan", text, "r") if text else None
+    return blob_row(run_base(run_id, "manual", state, None, None, purpose=purpose, reason=reason,
+                             outcome=outcome_of(state, state == "success", False, reason)), None)
+
+
+def test_the_headline_separates_a_refused_backfill_from_a_failing_pipeline():
+    refused_backfill = _row("b", "failed", "backfill", "WindowNotReadyError: not yet")
+    healthy = health([refused_backfill, _row("s2", "success"), _row("s1", "failed", text="OSError: x")])
+    assert healthy["status"] == "healthy" and healthy["run"] == "s2" and healthy["reason"] is None
+    assert healthy["backfillRun"] == "b" and "refused: not ready" in healthy["backfillNote"]
+    assert healthy["counts"] == {"refused": 1, "applied": 1, "failed": 1} and healthy["shown"] == 3
+
+    failing = health([_row("r", "running"), _row("s3", "failed", text="CheckpointMismatchError: moved"),
+                      _row("s2", "success")])
+    assert failing["status"] == "failing" and failing["run"] == "s3" and failing["reason"]["kind"] == "moved"
+    assert failing["backfillNote"] is None and failing["counts"] == {"refused": 1, "applied": 1, "running": 1}
+    assert health([])["status"] == "no runs" and health([_row("b", "failed", "backfill", "X: y")])["status"] == "no runs"

@@ -94,7 +94,7 @@ def test_backfill_plan_is_exactly_the_range_and_bad_params_are_refused(config):
     cases = [
         ({"window_start": "2026-01-01T00:10Z"}, ConfigError, "both window_start and window_end"),
         ({"window_end": "2026-01-01T00:10Z"}, ConfigError, "both window_start and window_end"),
-        ({"window_start": "yesterday", "window_end": "2026-01-01T01:10Z"}, ConfigError, "window_start='yesterday'"),
+        ({"window_start": "yesterday", "window_end": "2026-01-01T01:10Z"}, ConfigError, "window_start 'yesterday' is not a time"),
         ({"window_start": "2026-01-01T02:10Z", "window_end": "2026-01-01T01:10Z"}, ConfigError, "must be after"),
         ({"window_start": "2026-01-01T00:00Z", "window_end": "2026-01-01T01:10Z"}, FeedConfigError, "minute 10"),
         ({"window_start": "2026-01-01T00:10Z", "window_end": "2026-01-01T09:10Z"}, WindowNotReadyError, "not ready"),

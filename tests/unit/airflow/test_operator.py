@@ -132,6 +132,29 @@ def test_other_failures_stay_retryable(tmp_path, launcher, monkeypatch):
     assert not isinstance(raised.value, AirflowFailException)
 
 
+FAILING_JOB = f"""import sys
+sys.path.insert(0, {str(ROOT / "include")!r})
+from lakefeed.jobs import run_spark_job
+def prepare():
+    raise OSError("connection reset while reading https://acct.blob.core.windows.net/c/x.avro?sig=SECRET")
+args = sys.argv[1:]
+sys.exit(run_spark_job("failing", args[args.index("--summary-json") + 1], prepare, None))
+"""
+
+
+def test_a_job_that_fails_is_retried_with_its_own_error_in_words(tmp_path, launcher):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    job = tmp_path / "job.py"
+    job.write_text(FAILING_JOB)
+    before = scratch_folders()
+    with pytest.raises(RuntimeError, match=r"the Spark job failed \(exit code 1\), retried as configured: "
+                                           r"OSError: connection reset while reading .*x.avro\?sig=\*\*\*$") as raised:
+        operator(tmp_path, [], application=str(job)).execute({"ti": TaskInstance()})
+    assert not isinstance(raised.value, AirflowFailException) and "SECRET" not in str(raised.value)
+    assert scratch_folders() == before
+
+
 def test_timeout_and_spark_settings_apply_when_the_task_starts(tmp_path):
     task = LakefeedSparkSubmitOperator(task_id="t", application="job.py", conf={"spark.a": "1"},
                                        timeout_minutes="90", extra_conf='{"spark.b": 2}')
