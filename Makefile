@@ -15,7 +15,7 @@ demo: setup
 # triggerer in one process; user admin, password in .airflow/simple_auth_manager_passwords.json.generated).
 # Browse → Lakefeed pipelines is the pipeline monitor. Ctrl-C stops it.
 ui: setup
-	$(ENV) airflow standalone
+	$(ENV) scripts/ui.sh
 
 test: setup
 	$(ENV) python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=25
