@@ -5,6 +5,13 @@
 # group of its own; Ctrl-C (or TERM) sends TERM to the whole group, waits up to
 # LAKEFEED_UI_STOP_SECONDS (default 20) for every process in it to end, then kills what is left.
 set -u
+# Two DAG bundles unless you configured your own: the pipelines (dags/) and the example downstream DAG
+# (include/examples/), which runs on the blob pipeline's asset events as shipped.
+if [ -z "${AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST:-}" ]; then
+  _local="airflow.dag_processing.bundles.local.LocalDagBundle"
+  export AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST="[{\"name\": \"dags-folder\", \"classpath\": \"$_local\", \"kwargs\": {}}, {\"name\": \"lakefeed-examples\", \"classpath\": \"$_local\", \"kwargs\": {\"path\": \"$LAKEFEED_HOME/include/examples\"}}]"
+  unset _local
+fi
 setsid airflow standalone &
 group=$!
 

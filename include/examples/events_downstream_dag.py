@@ -6,9 +6,10 @@ after every such event on the events table and reads what was applied from the e
 windows, the rows inserted and the table's Delta version, e.g. to read just that version's new rows
 (`spark.read.format("delta").option("readChangeFeed", ...)` or a time-travel diff).
 
-To use it, copy this file into your DAGs folder and point ``EVENTS`` at your events table's URI: the
-configured location, with a local path written as ``file:///abs/path`` (see "Assets" in the README).
-``LAKEFEED_EVENTS_ASSET`` overrides it without editing (the project's tests use that).
+``make ui`` loads it as shipped (a DAG bundle of its own): it follows the events table of the embedded
+defaults, the demo's. To use it elsewhere, copy this file into your DAGs folder and point ``EVENTS`` at
+your events table's URI: the configured location, with a local path written as ``file:///abs/path``
+(see "Assets" in the README). ``LAKEFEED_EVENTS_ASSET`` overrides it without editing (the tests use it).
 """
 
 from __future__ import annotations

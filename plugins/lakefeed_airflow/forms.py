@@ -66,6 +66,11 @@ def cdf_pipeline_names() -> list[str] | None:
     return _at_parse_time(read, None)
 
 
+# Airflow's Backfill mode shows the same form but passes no params to its runs.
+SINGLE_RUN_ONLY = ("Single Run only: Airflow's Backfill mode ignores this field, and each of its runs re-processes "
+                   "its own hour.")
+
+
 def adopt_targets_param(what: str) -> Param:
     return Param(False, type="boolean", title="Adopt existing targets",
                  description=f"Only with an empty checkpoint (a first run, or a reset): merge into {what} although "
@@ -83,7 +88,7 @@ def blob_params(grid_minute: int | None) -> dict[str, Param]:
     return {
         "window_start": Param(None, type=["null", "string"], title="Backfill from (window start)",
                               description=f"Re-process the windows from this one on. Leave empty for a normal "
-                                          f"run. Give window_end too. {hint}"),
+                                          f"run. Give window_end too. {hint} {SINGLE_RUN_ONLY}"),
         "window_end": Param(None, type=["null", "string"], title="Backfill until (exclusive)",
                             description=f"The first window not to re-process; after window_start. {hint}"),
         "reset_checkpoint": Param(False, type="boolean", title="Reset the checkpoint",
@@ -107,7 +112,8 @@ def cdf_params(pipelines: list[str] | None) -> dict[str, Param]:
                           description="The configured pipeline to backfill or refresh; empty for a normal run "
                                       "(needed for a range or a full refresh when several are configured)."),
         "starting_version": Param(None, type=["null", "integer"], title="Starting version (inclusive)",
-                                  description="Re-apply source versions from this one; give ending_version too."),
+                                  description=f"Re-apply source versions from this one; give ending_version too. "
+                                              f"{SINGLE_RUN_ONLY}"),
         "ending_version": Param(None, type=["null", "integer"], title="Ending version (inclusive)",
                                 description="Last source version to re-apply; with full_refresh, the snapshot "
                                             "version (default: the latest)."),
@@ -129,7 +135,7 @@ def crdb_params() -> dict[str, Param]:
         "through_resolved": Param(None, type=["null", "string"],
                                   title="Backfill through (RESOLVED)",
                                   description=f"Re-apply the files up to this RESOLVED file. Leave empty for a normal "
-                                              f"run. {hint}"),
+                                              f"run. {hint} {SINGLE_RUN_ONLY}"),
         "reset_checkpoint": Param(False, type="boolean", title="Reset the checkpoint",
                                   description="Forget the checkpoint and apply the sink from its first file, "
                                               "recording the sink and tables anew: the way on after the sink moved or "

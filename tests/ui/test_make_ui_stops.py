@@ -1,10 +1,12 @@
-"""`make ui` stops on Ctrl-C: Airflow standalone started as a user does (the Makefile's recipe, from a
-terminal whose Ctrl-C reaches the foreground process group), then SIGINT to that group. Every process it
-started (api-server, scheduler, dag-processor, triggerer, LocalExecutor workers, log servers) is gone
-within the stop grace, and the command returns. Standalone alone hung over its exited children."""
+"""`make ui` as a user runs it (the Makefile's recipe, from a terminal whose Ctrl-C reaches the foreground
+process group): the pipelines and the example downstream DAG (its own bundle) are loaded; then SIGINT to
+that group, and every process it started (api-server, scheduler, dag-processor, triggerer, LocalExecutor
+workers, log servers) is gone within the stop grace, and the command returns. Standalone alone hung
+over its exited children."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -61,7 +63,7 @@ def _alive_in(sessions: set[int]) -> list[int]:
 def test_ctrl_c_on_make_ui_stops_every_airflow_process(tmp_path):
     port = free_port()
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__API__PORT": str(port),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True"}
     log = open(tmp_path / "ui.log", "w")
     # A terminal's foreground job: its own process group, SIGINT at its default (a background job of a
     # non-interactive shell would start with SIGINT ignored, which no trap can undo).
@@ -80,7 +82,18 @@ def test_ctrl_c_on_make_ui_stops_every_airflow_process(tmp_path):
             assert ui.poll() is None, (tmp_path / "ui.log").read_text()[-4000:]
             assert time.monotonic() < deadline, "the api-server did not come up"
             time.sleep(2)
-        time.sleep(10)  # the scheduler, triggerer and executor workers settled in
+        # The example downstream DAG is loaded as shipped, from its own bundle, beside the pipelines.
+        while True:
+            listed = subprocess.run(["airflow", "dags", "list", "-o", "json", "--columns", "dag_id,bundle_name"],
+                                    env=env, capture_output=True, text=True, timeout=120)
+            rows = [line for line in listed.stdout.splitlines() if line.startswith("[")]  # after any warnings
+            found = {d["dag_id"]: d["bundle_name"] for d in json.loads(rows[-1])} if rows else {}
+            if "lakefeed_events_downstream" in found and "blob_changefeed_to_delta" in found:
+                break
+            assert time.monotonic() < deadline + 120, listed.stdout[-2000:] + listed.stderr[-2000:]
+            time.sleep(3)
+        assert found["lakefeed_events_downstream"] == "lakefeed-examples" and found["blob_changefeed_to_delta"] == \
+            "dags-folder"
         sessions = _sessions_under(ui.pid)
         started = _alive_in(sessions)
         assert len(sessions) == 2 and len(started) >= 8, (sessions, started)  # make's, standalone's own
