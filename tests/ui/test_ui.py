@@ -32,6 +32,7 @@ from lakefeed.assets import table_uri
 from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.timegrid import HOUR, format_time
 from lakefeed.cdf.simulator import SourceSimulator, create_source
+from lakefeed.crdb.generator import SinkSpec, generate_sink
 from tests.airflow_env import ROOT, dags_test, dags_test_env, last_run_id, variable, wait_for, xcom
 from tests.fullstack.services import airflow, airflow_services, free_port
 
@@ -111,6 +112,9 @@ def stack(tmp_path_factory, spark):
     blob_config = {"feed_root": str(folder / "feed"), "events_table": str(folder / "lake" / "events"),
                    "state_table": str(folder / "lake" / "state"),
                    "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
+    sink_truth = generate_sink(folder / "sink", SinkSpec(steps=12, changes_per_step=10, seed=5))
+    crdb_config = {"sink_root": str(folder / "sink"), "target_root": str(folder / "lake" / "crdb"),
+                   "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
     cdf_config = {"pipelines": [{"name": "orders", "source_table": str(folder / "source"),
                                  "target_table": str(folder / "lake" / "orders"), "keys": ["id"]}],
                   "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
@@ -130,6 +134,7 @@ def stack(tmp_path_factory, spark):
         LAKEFEED_EVENTS_ASSET=table_uri(blob_config["events_table"]),
         AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(blob_config),
         AIRFLOW_VAR_LAKEFEED_CDF_CONFIG=json.dumps(cdf_config),
+        AIRFLOW_VAR_LAKEFEED_CRDB_CONFIG=json.dumps(crdb_config),
     )
     airflow(env, "pools", "set", "lakefeed_spark", "1", "spark jobs")
     airflow(env, "pools", "set", "lakefeed_checkpoints", "1", "checkpoint writers")
@@ -137,7 +142,7 @@ def stack(tmp_path_factory, spark):
     airflow(env, "dags", "unpause", DOWNSTREAM)  # the pipelines stay paused: only the tests start their runs
     with airflow_services(folder, env, components=("scheduler",)):
         yield {"env": env, "api": Api(port), "folder": folder, "blob": blob_config, "cdf": cdf_config,
-               "truth": truth}
+               "truth": truth, "sink_truth": sink_truth}
 
 
 @pytest.fixture(scope="module")
@@ -463,6 +468,55 @@ def test_a_backfill_from_the_form_starts_at_once_while_a_scheduled_run_waits(sta
         assert card["health"]["status"] == "healthy"
     finally:
         airflow(env, "dags", "pause", BLOB)
+
+
+@pytest.mark.parametrize("dag_id, sensor", [(CDF, "wait_for_new_versions"), (CRDB, "wait_for_resolved")])
+def test_the_cdf_and_cockroach_forms_start_a_backfill_at_once_while_a_scheduled_run_waits(stack, ran, dag_id, sensor):
+    """As for the blob DAG: with everything applied, the DAG's scheduled run waits (deferred); a backfill
+    from its form is running within a minute beside it and succeeds, while the scheduled run still waits."""
+    from playwright.sync_api import sync_playwright
+
+    api, env = stack["api"], stack["env"]
+    token = api.login()
+    if dag_id == CRDB:
+        dags_test(env, CRDB)  # the sink applied, so the scheduled run finds nothing new
+        resolved = stack["sink_truth"].resolved
+        values, key = {"after_resolved": resolved[0], "through_resolved": resolved[1]}, "through_resolved"
+    else:
+        values, key = {"starting_version": "1", "ending_version": "2"}, "ending_version"
+    before = {r["dag_run_id"] for r in api.runs(token, dag_id)}
+    airflow(env, "dags", "unpause", dag_id)
+    try:
+        scheduled = wait_for(lambda: next((r for r in api.runs(token, dag_id) if r["run_type"] == "scheduled"
+                                           and r["dag_run_id"] not in before), None),
+                             120, "the scheduler to start a scheduled run")
+        wait_for(lambda: task_state(api, token, dag_id, scheduled["dag_run_id"], sensor) == "deferred",
+                 180, "the scheduled run's sensor to wait for new data")
+        with sync_playwright() as playwright:
+            browser, page = open_browser(playwright, width=1400)
+            log_in(page, api.base)
+            form = open_trigger_form(page, api.base, dag_id)
+            if dag_id == CDF:
+                form.get_by_role("combobox").click()
+                page.get_by_role("option", name="orders").click()
+            for name, value in values.items():
+                form.locator(f"[name=element_{name}]").fill(value)
+            submit_trigger_form(form)
+            submitted = time.monotonic()
+            backfill = wait_for(lambda: next((r for r in api.runs(token, dag_id) if r["dag_run_id"] not in before
+                                              and str((r.get("conf") or {}).get(key)) == values[key]
+                                              and r["state"] != "queued"), None),
+                                120, "the backfill run to start")
+            started_after = time.monotonic() - submitted
+            browser.close()
+        assert started_after < 60, f"the backfill started {started_after:.0f} s after it was submitted"
+        assert task_state(api, token, dag_id, scheduled["dag_run_id"], sensor) == "deferred"
+        done = wait_for(lambda: next((r for r in api.runs(token, dag_id) if r["dag_run_id"] == backfill["dag_run_id"]
+                                      and r["state"] in ("success", "failed")), None),
+                        600, "the backfill run to finish")
+        assert done["state"] == "success", done
+    finally:
+        airflow(env, "dags", "pause", dag_id)
 
 
 def test_airflow_backfill_mode_maps_hours_to_windows_and_skips_an_hour_not_ready(stack, ran):
