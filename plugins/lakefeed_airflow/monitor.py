@@ -60,7 +60,7 @@ def dag_facts(dag_id: str) -> DagFacts:
 def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, Any], dict | None]]:
     """The DAG's latest runs, newest first, each with its run summary (the commit task's XCom) or None.
     A failed run carries the reason its first failing task recorded (:data:`FAILURE_KEY`; for runs older
-    than that record, the refusal its plan or a job kept), explained for people."""
+    than that record, the refusal a plan or a job kept), explained for people."""
     from sqlalchemy import and_, or_, select
 
     from airflow.models.dagrun import DagRun

@@ -41,7 +41,7 @@ from lakefeed_airflow.dag_defaults import (
     summary_kept_on_failure,
 )
 from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
-from lakefeed_airflow.runs import REFUSAL_KEY, JobOutputs
+from lakefeed_airflow.runs import JobOutputs
 from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 
 
@@ -79,10 +79,12 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
     config = f"ti.xcom_pull(task_ids='{plan_task_id}')['config']"
 
     @task(task_id=plan_task_id, retries=1, multiple_outputs=False)
-    def plan_task(params=None, ti=None) -> dict:
+    def plan_task(params=None) -> dict:
+        """A refusal fails it without retry (its reason recorded for the monitor by ``record_failure``);
+        one of Airflow's Backfill runs whose hour the source has not reached ends skipped."""
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from lakefeed.errors import Refusal, WindowNotReadyError
+        from lakefeed.errors import WindowNotReadyError
         from lakefeed_airflow.runs import RunContext, backfill_not_ready
 
         run = RunContext.from_airflow(get_current_context())
@@ -92,10 +94,6 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
             except WindowNotReadyError as exc:
                 if run.is_airflow_backfill:
                     raise AirflowSkipException(backfill_not_ready(run, exc)) from exc
-                ti.xcom_push(key=REFUSAL_KEY, value=f"{type(exc).__name__}: {exc}")
-                raise
-            except Refusal as exc:  # kept for the monitor, which shows why a run stopped before any job
-                ti.xcom_push(key=REFUSAL_KEY, value=f"{type(exc).__name__}: {exc}")
                 raise
 
     @task(task_id=ARGUMENTS_TASK_ID)

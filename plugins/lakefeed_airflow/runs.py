@@ -23,7 +23,7 @@ from lakefeed.progress import BACKFILL, RESET, SCHEDULED
 
 log = logging.getLogger(__name__)
 
-REFUSAL_KEY = "refusal"  # XCom of a plan or job task that refused: the reason (shown by the monitor)
+REFUSAL_KEY = "refusal"  # XCom of a job task that refused: the reason (read by the commit step)
 FAILURE_KEY = "failure"  # XCom of any task that failed: {"error": "<ErrorClass>: message"} (shown by the monitor)
 AIRFLOW_BACKFILL = "backfill"  # DagRunType of runs made by Airflow's Backfill (UI or `airflow backfill create`)
 
