@@ -147,6 +147,15 @@ def find_commit(spark, path: str, after_version: int, token: str, depth: int = 1
     return None
 
 
+def reported_commit(table: str, commit: dict | None) -> list[dict]:
+    """What a job's summary says of a commit it made to ``table`` (its location as the summary names it),
+    from :func:`tagged_write`: the version and the commit's token, which the commit step finds in the
+    table's log (:func:`lakefeed.ledger.disproved`) before it credits the job. [] when nothing was committed."""
+    if commit is None:
+        return []
+    return [{"table": table, "version": commit["version"], "token": commit["userMetadata"].get(COMMIT_TOKEN)}]
+
+
 def table_version(spark, path: str) -> int | None:
     """The table's latest version, or None when there is no Delta table at ``path``."""
     from delta.tables import DeltaTable

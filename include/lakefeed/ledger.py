@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lakefeed.checkpoint import TableMark
+from lakefeed.delta import COMMIT_TOKEN
 from lakefeed.deltalog import LOG_DIR, DeltaLog, changes_rows
 from lakefeed.errors import ChangeDataError
 from lakefeed.storage import Store
-from lakefeed.targets import PIPELINE_ID, user_metadata
+from lakefeed.targets import PIPELINE_ID, user_metadata, written_by
 
 log = logging.getLogger(__name__)
 
@@ -191,3 +192,101 @@ def unannounced(locations: list[str], pipeline_id: str, announced: dict[str, Tab
         named = named or bool(done)
         marks[location] = now if not todo else done[-1].mark if done else start
     return Announcement(pending, marks, named)
+
+
+@dataclass(frozen=True)
+class ReportedCommit:
+    """A commit a job's summary says it made (:func:`lakefeed.delta.reported_commit`)."""
+
+    table: str
+    version: int
+    token: str | None
+
+    @classmethod
+    def from_dict(cls, document: Any) -> "ReportedCommit | None":
+        if not isinstance(document, dict) or not isinstance(document.get("version"), int):
+            return None
+        return cls(str(document.get("table")), document["version"], document.get("token"))
+
+
+def reported_commits(summary: dict[str, Any]) -> list[ReportedCommit]:
+    """The commits a job's summary reports (none from a job that predates the report)."""
+    return [c for c in map(ReportedCommit.from_dict, summary.get("commits") or []) if c is not None]
+
+
+@dataclass(frozen=True)
+class _Undoing:
+    """A later commit that took rows away from the commits before it: a rebuild (another table id), or a
+    RESTORE (to ``restored_to``; None: to a timestamp)."""
+
+    version: int
+    text: str
+    restore: bool = False
+    restored_to: int | None = None
+
+    def undoes(self, version: int) -> bool:
+        return self.version > version and not (self.restore and self.restored_to is not None
+                                               and self.restored_to >= version)
+
+
+def disproved(commits: list[ReportedCommit], pipeline_id: str) -> list[str]:
+    """Why the targets' logs, as they are now, do not hold each of ``commits`` ([] when they hold every one).
+
+    A job's summary is credited only when the ledger bears it out: each commit it reports is in its table's
+    log at its version, made by ``pipeline_id`` with the job's commit token, and the table has been neither
+    rebuilt (another table id: dropped and recreated, or replaced) nor RESTOREd to an earlier version since.
+    Otherwise the rows the job wrote are not in the table at that location (it was moved, recreated, restored
+    or replaced by another writer while the run ran), and a checkpoint moved over the job's range would vouch
+    for work that table does not hold. Versions removed by log cleanup cannot be read; they pass, with a
+    warning. JVM-free; each commit from the oldest reported on is read once."""
+    problems = []
+    for table in sorted({c.table for c in commits}):
+        mine = sorted((c for c in commits if c.table == table), key=lambda c: c.version)
+        delta_log = DeltaLog(Store(table))
+        versions = delta_log.commit_versions()
+        if not versions:
+            problems.append(f"the job committed version {mine[0].version} of {table}, but there is no Delta table "
+                            "there any more (dropped or moved)")
+            continue
+        if mine[-1].version > versions[-1]:
+            problems.append(f"the job committed version {mine[-1].version} of {table}, but that table is now at "
+                            f"version {versions[-1]}: another table (or an older copy) took its place")
+            continue
+        for cleaned in (c for c in mine if c.version < versions[0]):
+            log.warning("%s: version %d, which a job committed, was removed by log cleanup; not checked", table,
+                        cleaned.version)
+        wanted = {c.version: c for c in mine if c.version >= versions[0]}
+        if not wanted:
+            continue
+        first = min(wanted)
+        table_id = _id_at(delta_log, first)
+        undoings: list[_Undoing] = []
+        mismatched = set()
+        for version in (v for v in versions if v >= first):
+            actions = _actions(delta_log, version)
+            info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
+            operation = info.get("operation") or "a commit"
+            new_id = next((str(a["metaData"]["id"]) for a in actions if "metaData" in a and a["metaData"].get("id")),
+                          None)
+            if new_id is not None and new_id != table_id and version > first:
+                undoings.append(_Undoing(version, f"version {version} ({operation} by {written_by(info)}) made it "
+                                                  "another table"))
+            table_id = new_id or table_id
+            if operation == "RESTORE":
+                to = (info.get("operationParameters") or {}).get("version")
+                to = int(to) if isinstance(to, (int, str)) and str(to).isdigit() else None
+                undoings.append(_Undoing(version, f"version {version} RESTOREd it to "
+                                                  f"{'version ' + str(to) if to is not None else 'an earlier timestamp'}",
+                                         restore=True, restored_to=to))
+            claimed = wanted.get(version)
+            tags = user_metadata(info)
+            if claimed is not None and (tags.get(PIPELINE_ID), tags.get(COMMIT_TOKEN)) != (pipeline_id, claimed.token):
+                mismatched.add(version)
+                problems.append(f"the job committed version {version} of {table}, but version {version} there now is "
+                                f"{operation} by {written_by(info)}, not the job's commit: the table was dropped and "
+                                "recreated, or replaced, since")
+        for version in sorted(set(wanted) - mismatched):
+            undone = next((u for u in undoings if u.undoes(version)), None)
+            if undone is not None:
+                problems.append(f"the job committed version {version} of {table}, but then {undone.text}")
+    return problems

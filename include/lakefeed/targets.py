@@ -60,11 +60,15 @@ def foreign_write(location: str, pipeline_id: str) -> str | None:
         if not changes_rows(actions):
             continue
         info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
-        writer = _writer(info.get("userMetadata"))
-        if writer != pipeline_id:
-            by = f"pipeline {writer}" if writer else f"another writer ({info.get('engineInfo') or 'unknown engine'})"
-            return f"version {version} ({info.get('operation') or 'a commit'}) changed its rows, written by {by}"
+        if _writer(info.get("userMetadata")) != pipeline_id:
+            return f"version {version} ({info.get('operation') or 'a commit'}) changed its rows, written by {written_by(info)}"
     return None
+
+
+def written_by(commit_info: dict) -> str:
+    """Who made a commit, for a message: the pipeline its ``userMetadata`` names, or the engine."""
+    writer = _writer(commit_info.get("userMetadata"))
+    return f"pipeline {writer}" if writer else f"another writer ({commit_info.get('engineInfo') or 'unknown engine'})"
 
 
 def user_metadata(commit_info: dict) -> dict:

@@ -53,6 +53,7 @@ from lakefeed_airflow.runs import (
     RunContext,
     fail_if_any_failed,
     run_kind,
+    verify_in_ledger,
 )
 from lakefeed_airflow.wasb_feed import connection_scope, feed_store
 
@@ -190,6 +191,7 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
     batches = [Batch.from_dict(b) for b in planned["batches"]]
     summaries = outputs.credited(planned["batches"],
                                  lambda summary, job: _belongs(summary, job, planned["targetTables"]))
+    verify_in_ledger(summaries, planned_config(planned).checkpoint_variable, store.where, RESET_REMEDY)
     refused = outputs.refused
     kind = planned["kind"]
     last_consumable = parse_time(planned["lastConsumable"])

@@ -47,6 +47,7 @@ from lakefeed_airflow.runs import (
     RunContext,
     fail_if_any_failed,
     run_kind,
+    verify_in_ledger,
 )
 from lakefeed_airflow.wasb_feed import connection_scope, location_store
 
@@ -283,6 +284,7 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
     failed = [job for i, job in enumerate(jobs) if i not in summaries and i not in voided]
     report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}, "targetsChanged": [],
                               "announcementsDeferred": 0}
+    refusals: list[CheckpointMismatchError] = []
     # A commit step that fails after some pipelines' checkpoints were written leaves no harm: their
     # ``announced`` marks only ever pass entries that Airflow's events name.
     for name, plan_of in planned["pipelines"].items():
@@ -290,6 +292,13 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
             pipeline = config.pipeline(name)
             mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
             done = {i: summaries[i] for i, _ in mine if i in summaries}
+            try:  # a pipeline whose target lost its jobs' commits keeps its checkpoint; the others go on
+                verify_in_ledger(done, pipeline.checkpoint_variable, stores[name].where, refresh_remedy(name))
+            except CheckpointMismatchError as exc:
+                log.error("pipeline %s: %s", name, exc)
+                refusals.append(exc)
+                report["pipelines"][name] = {"kind": plan_of["kind"], "jobs": len(mine), "refused": str(exc)}
+                continue
             reported = {(pipeline.target_table, s["targetVersion"]): (s.get("inserted", 0), s.get("updated", 0),
                                                                       s.get("deleted", 0))
                         for s in done.values() if (s.get("committed") or s.get("mode") == FULL_REFRESH)
@@ -318,6 +327,8 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
             report["targetsChanged"].extend(cdf_changes(name, pipeline.target_table, announcer.entries))
             report["announcementsDeferred"] += announcer.deferred
     log.info("run summary: %s", json.dumps(report, indent=2))
+    if refusals:
+        raise CheckpointMismatchError(" ".join(map(str, refusals)))
     fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report)
     return report
 

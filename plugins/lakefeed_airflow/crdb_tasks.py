@@ -43,6 +43,7 @@ from lakefeed_airflow.runs import (
     RunContext,
     fail_if_any_failed,
     run_kind,
+    verify_in_ledger,
 )
 from lakefeed_airflow.wasb_feed import connection_scope, feed_store
 
@@ -161,6 +162,7 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
     summaries = outputs.credited(batches, lambda s, b: (
         s.get("afterResolved"), s.get("throughResolved"), root_of(s.get("targetRoot") or "")) == (
         b["after"], b["through"], planned["targetRoot"]))
+    verify_in_ledger(summaries, config.checkpoint_variable, store.where, RESET_REMEDY)
     refused = outputs.refused
     kind = planned["kind"]
     spans = [(Hlc.parse(b["after"]) if b["after"] else ORIGIN, Hlc.parse(b["through"])) for b in batches]

@@ -17,8 +17,16 @@ from datetime import datetime
 from typing import Any, Callable
 
 from lakefeed.checkpoint import TableMark
-from lakefeed.errors import ConfigError
-from lakefeed.ledger import AnnouncedSince, Announcement, LedgerEntry, nothing_announced, unannounced
+from lakefeed.errors import CheckpointMismatchError, ConfigError
+from lakefeed.ledger import (
+    AnnouncedSince,
+    Announcement,
+    LedgerEntry,
+    disproved,
+    nothing_announced,
+    reported_commits,
+    unannounced,
+)
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
 
 log = logging.getLogger(__name__)
@@ -114,6 +122,20 @@ class JobOutputs:
             else:
                 log.error("the summary of job %d does not describe it (%s); not credited", index, job)
         return found
+
+
+def verify_in_ledger(summaries: dict[int, dict[str, Any]], pipeline_id: str, where: str, remedy: str) -> None:
+    """Refuse, before the checkpoint moves, when the targets' logs do not hold a commit that a credited
+    summary reports (:func:`lakefeed.ledger.disproved`): a target moved, recreated, restored or replaced
+    while the run ran. The checkpoint stays as it was (its target marks too), so the next run refuses the
+    target by name instead of vouching for a table that lacks the work. A range that committed nothing (an
+    empty window, a replay) reports no commit: its summary is the record that it was applied."""
+    problems = disproved([c for s in summaries.values() for c in reported_commits(s)], pipeline_id)
+    if problems:
+        raise CheckpointMismatchError(
+            f"checkpoint {where} was not moved: the targets' logs do not hold what this run's jobs committed: "
+            f"{'; '.join(problems)}. The rows are not in the table now at that location. Point the configuration "
+            f"at the table that holds them, or {remedy}.")
 
 
 class Announcer:

@@ -6,7 +6,10 @@ with a green run (issue 20), each against the source's snapshot and the checkpoi
 - a source path that does not exist: a failed run naming it, never a green one;
 - a backfill of versions whose commits log cleanup removed: a failed run naming the versions;
 - the configuration edited while a run's jobs run: the commit step vouches for what the jobs wrote, and the
-  next run refuses the moved target.
+  next run refuses the moved target;
+- one of two pipelines' targets dropped and recreated by another tool after its job committed, before the
+  commit step: the target's log no longer holds the job's commit, so the commit step refuses that pipeline by
+  name and leaves its checkpoint, and moves the other pipeline's.
 
 (A chunked backfill across an additive column change is in test_cdf_dag_added_column.py, its own file so
 the two long sequences run on different test workers.)
@@ -152,3 +155,43 @@ def test_a_config_edit_while_the_jobs_run_cannot_make_the_checkpoint_vouch_for_a
     simulator.commit("update")
     result = dags_test(env, DAG, succeed=False)
     assert f"the target table is now configured as {moved}" in output(result)
+
+
+def merge_committed(target: Path) -> bool:
+    """Whether a MERGE (the job's range commit) is in the target's log."""
+    log = target / "_delta_log"
+    return log.is_dir() and any(json.loads(line).get("commitInfo", {}).get("operation") == "MERGE"
+                                for commit in log.glob("*.json") for line in commit.read_text().splitlines()
+                                if line.strip())
+
+
+def test_a_target_recreated_after_its_job_committed_is_refused_and_the_other_pipeline_moves(spark, airflow_env,
+                                                                                             tmp_path):
+    import shutil
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    env = airflow_env
+    source, lost, kept = tmp_path / "source", tmp_path / "lost", tmp_path / "kept"
+    simulator = source_with_history(spark, source, seed=6)
+    set_config(env, tmp_path, {"name": "lost", "source_table": str(source), "target_table": str(lost)},
+               {"name": "kept", "source_table": str(source), "target_table": str(kept)})
+    run = start_dags_test(env, DAG, log=tmp_path / "run.log")
+    # `dags test` runs the jobs one after the other: once the second has made its table, the first is done.
+    wait_for(lambda: merge_committed(lost) and (kept / "_delta_log").is_dir(), 600, "the first job's MERGE")
+    shutil.rmtree(lost)  # another tool recreates the first target before the commit step runs
+    write_deltalake(str(lost), pa.table({"id": [1, 2], "name": ["x", "y"]}))
+    assert run.wait(timeout=600) != 0
+    log = (tmp_path / "run.log").read_text()
+    assert ("checkpoint Variable lakefeed_cdf_checkpoint__lost was not moved: the targets' logs do not hold what "
+            f"this run's jobs committed: the job committed version ") in log and f"of {lost}, but that table is now at " \
+        "version 0: another table (or an older copy) took its place" in log, log[-4000:]
+    # Before: the commit step recorded the new table as holding versions 0..4, and the next runs applied only
+    # later versions into it. Now its checkpoint is still empty, and the next run refuses the table by name;
+    # the other pipeline's checkpoint moved over what its job applied.
+    assert variable(env, "lakefeed_cdf_checkpoint__lost") is None
+    assert variable(env, "lakefeed_cdf_checkpoint__kept")["appliedVersion"] == latest_version(spark, str(source))
+    assert rows(live_rows(spark, str(kept))) == rows(simulator.snapshot())
+    result = dags_test(env, DAG, succeed=False)
+    assert f"the target {lost} already holds rows: version 0 (WRITE) changed its rows" in output(result)

@@ -144,3 +144,72 @@ def test_a_malformed_commit_is_an_error_not_an_entry_skipped(tmp_path):
     (Path(location) / "_delta_log" / f"{3:020d}.json").write_text("{not json")
     with pytest.raises(ChangeDataError, match="00000000000000000003.json"):
         entries_after(location, "cp_orders", None)
+
+
+def tagged_commit(location: str, pipeline_id: str, token: str, rows=(1,)) -> int:
+    """A commit as a job makes it (rows tagged with its pipeline and commit token); its version."""
+    from deltalake import DeltaTable
+
+    tags = json.dumps({"pipelineId": pipeline_id, "commitToken": token})
+    write_deltalake(location, pa.table({"id": list(rows)}), mode="append",
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": tags}))
+    return DeltaTable(location).version()
+
+
+def test_a_reported_commit_is_proven_by_the_jobs_token_at_its_version(tmp_path):
+    from lakefeed.ledger import ReportedCommit, disproved, reported_commits
+
+    location = str(tmp_path / "t")
+    first = tagged_commit(location, "cp", "token-a")
+    second = tagged_commit(location, "cp", "token-b")
+    write_deltalake(location, pa.table({"id": [9]}), mode="append")  # another writer after them: no matter
+    assert disproved([ReportedCommit(location, first, "token-a"), ReportedCommit(location, second, "token-b")],
+                     "cp") == []
+    assert reported_commits({"commits": [{"table": location, "version": first, "token": "token-a"}, "junk"]}) == [
+        ReportedCommit(location, first, "token-a")]
+    assert reported_commits({}) == []  # a job that predates the report: nothing to check
+
+    [wrong_token] = disproved([ReportedCommit(location, second, "token-x")], "cp")
+    assert f"version {second} of {location}" in wrong_token and "not the job's commit" in wrong_token
+    [other_pipeline] = disproved([ReportedCommit(location, first, "token-a")], "cp_other")
+    assert "by pipeline cp, not the job's commit" in other_pipeline
+    [beyond] = disproved([ReportedCommit(location, 7, "token-z")], "cp")
+    assert "now at version 2" in beyond and "took its place" in beyond
+
+
+def test_a_target_dropped_and_recreated_after_the_job_committed_disproves_its_commits(tmp_path):
+    from lakefeed.ledger import ReportedCommit, disproved
+
+    location = str(tmp_path / "t")
+    reported = [ReportedCommit(location, tagged_commit(location, "cp", "a"), "a"),
+                ReportedCommit(location, tagged_commit(location, "cp", "b"), "b")]
+    shutil.rmtree(location)
+    assert disproved(reported, "cp") == [f"the job committed version 0 of {location}, but there is no Delta table "
+                                         "there any more (dropped or moved)"]
+    for rows in ((5,), (6,), (7,)):  # recreated by another writer, with as many versions and more
+        write_deltalake(location, pa.table({"id": list(rows)}), mode="append")
+    problems = disproved(reported, "cp")
+    assert len(problems) == 2 and all("by another writer (delta-rs" in p and "recreated, or replaced, since" in p
+                                      for p in problems)
+
+
+def test_a_later_rebuild_or_restore_to_before_the_commit_disproves_it_but_not_a_restore_after_it(tmp_path):
+    from deltalake import DeltaTable
+
+    from lakefeed.ledger import ReportedCommit, disproved
+
+    # The Spark fixture: v1 and v3 are cp_orders' MERGEs, v6 its CREATE OR REPLACE (another table id).
+    location = spark_table(tmp_path)
+    [rebuilt] = disproved([ReportedCommit(location, 3, None)], "cp_orders")
+    assert rebuilt == (f"the job committed version 3 of {location}, but then version 6 (CREATE OR REPLACE TABLE "
+                       "AS SELECT by pipeline cp_orders) made it another table")
+    assert disproved([ReportedCommit(location, 6, None)], "cp_orders") == []  # the rebuild itself
+    [foreign] = disproved([ReportedCommit(location, 4, None)], "cp_orders")
+    assert "version 4 there now is WRITE by another writer" in foreign
+
+    location = str(tmp_path / "r")
+    kept, undone = tagged_commit(location, "cp", "a"), tagged_commit(location, "cp", "b")
+    DeltaTable(location).restore(kept)
+    assert disproved([ReportedCommit(location, kept, "a")], "cp") == []  # restored to it: its rows are there
+    [restored] = disproved([ReportedCommit(location, kept, "a"), ReportedCommit(location, undone, "b")], "cp")
+    assert restored == f"the job committed version {undone} of {location}, but then version 2 RESTOREd it to version 0"

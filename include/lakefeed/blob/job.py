@@ -31,7 +31,14 @@ from lakefeed.blob.transforms import (
     with_claim,
 )
 from lakefeed.config import DECODERS
-from lakefeed.delta import UPDATED_IN_PLACE, ensure_table, table_location, table_version, tagged_write
+from lakefeed.delta import (
+    UPDATED_IN_PLACE,
+    ensure_table,
+    reported_commit,
+    table_location,
+    table_version,
+    tagged_write,
+)
 from lakefeed.errors import refusal_from_worker
 from lakefeed.spark import jvm_location
 from lakefeed.storage import Store
@@ -74,6 +81,7 @@ class RunSummary:
     stateRowsCopied: int = 0
     eventsTableVersion: int | None = None
     stateTableVersion: int | None = None
+    commits: list[dict] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
     lagHours: float = 0.0
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -200,6 +208,7 @@ def _merge_events(spark: SparkSession, batch: DataFrame, events_table: str, meta
     commit = tagged_write(spark, events_table, {**metadata, "target": "events"}, write)
     metrics = commit["metrics"] if commit else {}
     summary.eventsTableVersion = commit["version"] if commit else table_version(spark, events_table)
+    summary.commits += reported_commit(summary.eventsTable or events_table, commit)
     summary.eventsInserted = metrics.get("numTargetRowsInserted", 0)
     summary.eventsBytesWritten = metrics.get("numTargetBytesAdded", 0)
     summary.commitsMade += commit is not None
@@ -224,6 +233,7 @@ def _merge_state(spark: SparkSession, state_rows: DataFrame, state_table: str, m
     commit = tagged_write(spark, state_table, {**metadata, "target": "state"}, write)
     metrics = commit["metrics"] if commit else {}
     summary.stateTableVersion = commit["version"] if commit else table_version(spark, state_table)
+    summary.commits += reported_commit(summary.stateTable or state_table, commit)
     summary.stateInserted = metrics.get("numTargetRowsInserted", 0)
     summary.stateUpdated = metrics.get("numTargetRowsUpdated", 0)
     summary.stateBytesWritten = metrics.get("numTargetBytesAdded", 0)

@@ -46,6 +46,7 @@ from lakefeed.delta import (
     UPDATED_IN_PLACE,
     count_effects,
     ensure_table,
+    reported_commit,
     table_location,
     table_version,
     tagged_write,
@@ -84,6 +85,7 @@ class CdfSummary:
     bytesWritten: int = 0
     filesRewritten: int = 0
     rowsCopied: int = 0
+    commits: list[dict] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
     lagVersions: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -261,6 +263,7 @@ def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], s
         )
 
     commit = tagged_write(spark, target, metadata, write)
+    summary.commits += reported_commit(summary.target, commit)
     if commit is not None:
         metrics = commit["metrics"]
         summary.committed = True
@@ -326,6 +329,7 @@ def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str],
     summary = CdfSummary(source=source, target=target, startingVersion=version, endingVersion=version,
                          latestVersion=latest, mode="full-refresh", lagVersions=latest - version,
                          sourceTableId=source_log.table_id())
+    summary.commits += reported_commit(target, refreshed)
     summary.inserted = spark.read.format("delta").load(spark_target).count()
     summary.targetVersion = refreshed["version"] if refreshed else table_version(spark, spark_target)  # the REPLACE's
     return summary

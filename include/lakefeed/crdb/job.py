@@ -43,6 +43,7 @@ from lakefeed.delta import (
     UPDATED_IN_PLACE,
     count_effects,
     ensure_table,
+    reported_commit,
     table_location,
     table_version,
     tagged_write,
@@ -91,6 +92,7 @@ class CrdbSummary:
     newestUpdated: str | None = None
     resolvedLagSeconds: float = 0.0
     commitsMade: int = 0
+    commits: list[dict] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
     seconds: dict[str, float] = field(default_factory=dict)
     targetRoot: str | None = None  # where the topic tables are: the commit step checks it against its plan
 
@@ -150,14 +152,15 @@ def run(spark: SparkSession, sink_root: str, target_root: str, sink_range: SinkR
             topic_summary = _merge_topic(
                 spark, latest.where(F.col("topic") == topic), f"{tables}/{topic}", topic,
                 {k["column"]: (set(k["kinds"]), k["digits"]) for k in sorted(kinds, key=lambda k: k["column"])
-                 if k["topic"] == topic}, row["keys"], metadata)
+                 if k["topic"] == topic}, row["keys"], metadata, summary.commits, f"{target_root.rstrip('/')}/{topic}")
             topic_summary.messages = row["messages"]
             summary.topics[topic] = asdict(topic_summary)
         for topic in summary.topics.values():
             for name in ("inserted", "updated", "deleted", "staleSkipped"):
                 setattr(summary, name, getattr(summary, name) + topic[name])
             summary.commitsMade += topic["targetVersion"] is not None and topic["keysChanged"] > topic["staleSkipped"]
-        _record_applied(spark, f"{tables}/{LEDGER}", sink_range, metadata)
+        summary.commits += reported_commit(f"{target_root.rstrip('/')}/{LEDGER}",
+                                           _record_applied(spark, f"{tables}/{LEDGER}", sink_range, metadata))
     finally:
         latest.unpersist()
         messages.unpersist()
@@ -178,8 +181,9 @@ def _read_messages(spark: SparkSession, sink_root: str, sink_range: SinkRange,
 
 
 def _merge_topic(spark: SparkSession, latest: DataFrame, target: str, topic: str, kinds: dict[str, tuple],
-                 keys_changed: int, metadata: dict) -> TopicSummary:
-    """MERGE one topic's latest changes into its table, applying each only when its updated is newer."""
+                 keys_changed: int, metadata: dict, commits: list[dict], reported_as: str) -> TopicSummary:
+    """MERGE one topic's latest changes into its table, applying each only when its updated is newer; the
+    commit made is added to ``commits`` (the table named ``reported_as``, the target root as configured)."""
     from delta.tables import DeltaTable
 
     summary = TopicSummary(keysChanged=keys_changed)
@@ -215,6 +219,7 @@ def _merge_topic(spark: SparkSession, latest: DataFrame, target: str, topic: str
         )
 
     commit = tagged_write(spark, target, {**metadata, "topic": topic}, write)
+    commits += reported_commit(reported_as, commit)
     if commit is None:
         summary.targetVersion = table_version(spark, target)
         summary.staleSkipped = keys_changed
@@ -247,12 +252,13 @@ def _applied_files(spark: SparkSession, ledger: str) -> set[str]:
     return {row["key"] for row in spark.read.format("delta").load(ledger).select("key").collect()}
 
 
-def _record_applied(spark: SparkSession, ledger: str, sink_range: SinkRange, metadata: dict) -> None:
-    """Add the range's files to the ledger, after every topic's MERGE committed (insert-if-absent)."""
+def _record_applied(spark: SparkSession, ledger: str, sink_range: SinkRange, metadata: dict) -> dict | None:
+    """Add the range's files to the ledger, after every topic's MERGE committed (insert-if-absent); the
+    commit made (None: none, every file was there)."""
     from delta.tables import DeltaTable
 
     if not sink_range.files:
-        return
+        return None
     now = datetime.now(timezone.utc)
     rows = spark.createDataFrame(
         [(f.key, f.topic, f.size, str(sink_range.through.timestamp), now) for f in sink_range.files],
@@ -263,7 +269,7 @@ def _record_applied(spark: SparkSession, ledger: str, sink_range: SinkRange, met
         DeltaTable.forPath(spark, ledger).alias("t").merge(rows.alias("s"), "t.key = s.key") \
             .whenNotMatchedInsertAll().execute()
 
-    tagged_write(spark, ledger, {**metadata, "step": "ledger"}, write)
+    return tagged_write(spark, ledger, {**metadata, "step": "ledger"}, write)
 
 
 def format_summary(summary: CrdbSummary) -> str:

@@ -344,3 +344,50 @@ def test_asset_events_come_from_the_ledger_once_each_whatever_the_runs_did(confi
     assert blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7 cleared", airflow_events)[
         "targetsChanged"] == []
     assert store.load().watermark == watermark and store.load().announced[events].version == 4  # now past it
+
+
+def reported_job_commit(table: str, pipeline_id: str, windows: list[str], token: str) -> dict:
+    """A job's commit as its summary reports it (:func:`lakefeed.delta.reported_commit`)."""
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
+
+    tags = json.dumps({"pipelineId": pipeline_id, "pipeline": "blob_changefeed", "windows": windows,
+                       "commitToken": token})
+    write_deltalake(table, pa.table({"id": [1]}), mode="append",
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": tags}))
+    return {"table": table, "version": DeltaTable(table).version(), "token": token}
+
+
+def test_a_target_recreated_after_the_jobs_committed_is_refused_and_the_checkpoint_stays(config, store):
+    import shutil
+
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__1"))
+    pipeline_id = config.checkpoint_variable
+    windows = [blob_tasks._windows_of(blob_tasks.Batch.from_dict(b)) for b in planned["batches"]]
+    for index, batch_windows in enumerate(windows):
+        finish(planned, index, commits=[reported_job_commit(table, pipeline_id, batch_windows, f"{index}-{table}")
+                                        for table in (config.events_table, config.state_table)])
+    report = blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__1")
+    assert report["watermark"] == planned["batches"][-1]["end"]  # every commit is in the targets' logs
+    recorded = store.load()
+
+    # The next run's jobs commit; then the state table is dropped and recreated by another tool before the
+    # commit step (a moved target). Crediting the jobs would record the new table as holding the work.
+    generate_feed(Path(config.feed_root), FeedSpec(hours=7, events_per_hour=10, gap_hours=()))
+    planned = blob_tasks.plan(config, recorded, {}, run("scheduled__2"))
+    for index, batch in enumerate(planned["batches"]):
+        batch_windows = blob_tasks._windows_of(blob_tasks.Batch.from_dict(batch))
+        finish(planned, index, commits=[reported_job_commit(table, pipeline_id, batch_windows, f"n{index}-{table}")
+                                        for table in (config.events_table, config.state_table)])
+    shutil.rmtree(config.state_table)
+    from deltalake import write_deltalake
+
+    for rows in ([7], [8], [9], [10], [11]):
+        write_deltalake(config.state_table, pa.table({"id": rows}), mode="append")
+    with pytest.raises(CheckpointMismatchError, match=(
+            f"checkpoint {store.where} was not moved: the targets' logs do not hold what this run's jobs "
+            f"committed: the job committed version \\d+ of {config.state_table}, but version \\d+ there now is "
+            "WRITE by another writer")):
+        blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__2")
+    assert store.load() == recorded  # position, target marks and announcements as they were
+    with pytest.raises(CheckpointMismatchError, match="dropped and\\s+recreated"):
+        blob_tasks.plan(config, store.load(), {}, run("scheduled__3"))  # the next run refuses the table by name

@@ -330,3 +330,29 @@ def test_a_commit_step_that_fails_after_one_pipelines_checkpoint_leaves_its_entr
     del other.update
     report = cdf_tasks.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r retry")
     assert [c["extra"]["commits"] for c in report["targetsChanged"]] == [[0]]
+
+
+def test_a_pipeline_whose_target_lost_its_jobs_commits_keeps_its_checkpoint_and_the_others_move(config, store,
+                                                                                                   tmp_path):
+    from deltalake import CommitProperties, DeltaTable
+
+    two = CdfConfig(pipelines=[*config.pipelines, CdfPipeline(name="b", source_table=config.pipelines[0].source_table,
+                                                               target_table=str(tmp_path / "b"), keys=["id"])])
+    other = file_store(tmp_path / "cp", CdfCheckpoint, "b")
+    planned = cdf_tasks.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
+    variables = {"orders": "lakefeed_cdf_checkpoint__orders", "b": "lakefeed_cdf_checkpoint__b"}
+    for index, job in enumerate(planned["jobs"]):
+        target = two.pipeline(job["pipeline"]).target_table
+        token = f"job-{index}"
+        write_deltalake(target, pa.table({"id": [index]}), mode="append", commit_properties=CommitProperties(
+            custom_metadata={"userMetadata": json.dumps({"pipelineId": variables[job["pipeline"]],
+                                                         "commitToken": token})}))
+        finish(planned, index, committed=True, targetVersion=DeltaTable(target).version(),
+               commits=[{"table": target, "version": DeltaTable(target).version(), "token": token}])
+    shutil.rmtree(config.pipelines[0].target_table)  # the orders target is dropped before the commit step
+    with pytest.raises(CheckpointMismatchError, match=(
+            "checkpoint Variable cp was not moved: .* the job committed version 0 of .*/target, but there is no "
+            "Delta table there any more \\(dropped or moved\\)")):
+        cdf_tasks.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r")
+    assert store.load() == CdfCheckpoint()  # nothing recorded for the lost target
+    assert other.load().applied_version == 7  # the other pipeline's jobs are in its target's log: it moved
