@@ -42,17 +42,19 @@ def verify_targets(recorded: dict[str, TableMark], targets: dict[str, str], wher
         verify_table(role, location, None, mark, table_state(location, restores_after=mark.version), where, remedy)
 
 
-def foreign_write(location: str, pipeline_id: str) -> str | None:
+def foreign_write(location: str, pipeline_id: str, after: int = -1) -> str | None:
     """Why the Delta table at ``location`` holds rows this pipeline did not write (None: it holds none, or
-    every commit that changed its data carries ``pipelineId = pipeline_id`` in its ``userMetadata``).
+    every commit that changed its data carries ``pipelineId = pipeline_id`` in its ``userMetadata``), looking
+    at the commits after version ``after`` (-1: the whole log).
 
-    Reads every commit of the log (JVM-free); called only while a checkpoint is empty, so a first run
-    never MERGEs into a table another tool, or this pipeline under another checkpoint, filled."""
+    Reads those commits of the log (JVM-free). Called for a first run (the whole log), so it never MERGEs
+    into a table another tool, or this pipeline under another checkpoint, filled; and after a checkpoint's
+    mark, so a table someone else changed since is not taken for the pipeline's own."""
     delta_log = DeltaLog(Store(location))
-    versions = delta_log.commit_versions()
+    versions = [v for v in delta_log.commit_versions() if v > after]
     if not versions:
         return None
-    if versions[0] != 0:
+    if versions[0] != after + 1 and after < 0:
         return (f"its log no longer holds versions 0..{versions[0] - 1} (log cleanup), so who wrote its rows "
                 f"cannot be shown")
     for version in versions:
@@ -63,6 +65,24 @@ def foreign_write(location: str, pipeline_id: str) -> str | None:
         if _writer(info.get("userMetadata")) != pipeline_id:
             return f"version {version} ({info.get('operation') or 'a commit'}) changed its rows, written by {written_by(info)}"
     return None
+
+
+def verify_own_writes(recorded: dict[str, TableMark | None], pipeline_id: str, where: str, adopt_param: str,
+                      remedy: str) -> None:
+    """Refuse targets whose rows another writer changed after the checkpoint's mark (``None``: the whole log,
+    for a first run): the checkpoint says a target holds what the feed says through its mark, and rows
+    another tool (or another pipeline pointed at the same table) inserted, updated or deleted since make that
+    untrue. Commits that change no rows (OPTIMIZE, VACUUM, properties) pass. ``adopt_param`` accepts the
+    tables as they are now."""
+    for location, mark in sorted(recorded.items()):
+        reason = foreign_write(location, pipeline_id, mark.version if mark is not None else -1)
+        if reason is None:
+            continue
+        since = f"after version {mark.version}, where the checkpoint's record of it ends" if mark else "in its log"
+        raise CheckpointMismatchError(
+            f"checkpoint {where} says the target {location} holds only this pipeline's work, but {since}, {reason}. "
+            f"To accept the table as it is now, trigger the DAG once with the param {adopt_param}=true; to rebuild "
+            f"it, {remedy}.")
 
 
 def written_by(commit_info: dict) -> str:

@@ -40,7 +40,7 @@ from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigErro
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import cdf_request
-from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, verify_targets
+from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, verify_own_writes, verify_targets
 from lakefeed_airflow.runs import (
     Announcer,
     JobOutputs,
@@ -48,6 +48,7 @@ from lakefeed_airflow.runs import (
     fail_if_any_failed,
     run_kind,
     verify_in_ledger,
+    verify_no_foreign_rows,
 )
 from lakefeed_airflow.wasb_feed import connection_scope, location_store
 
@@ -95,6 +96,10 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
                 planned, origin, pipeline_kind = _version_range(start, end, latest, pipeline), None, BACKFILL
             else:
                 _verify(pipeline, checkpoint, delta_log)
+                if not adopt:
+                    verify_own_writes(checkpoint.targets, pipeline.checkpoint_variable,
+                                      f"Variable {pipeline.checkpoint_variable}", "adopt_targets",
+                                      refresh_remedy(pipeline.name))
                 if checkpoint.applied_version is None:
                     planned, origin, pipeline_kind = _first_run(pipeline, delta_log, latest)
                 else:
@@ -109,7 +114,7 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
             pipelines[pipeline.name] = {"kind": pipeline_kind, "origin": origin, "latest": latest,
                                         "sourceTableId": delta_log.table_id(),
                                         "appliedBefore": checkpoint.applied_version}
-    result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "config": as_mapping(config)}
+    result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "adoptTargets": adopt, "config": as_mapping(config)}
     log.info("plan: %s", json.dumps(result))
     return result
 
@@ -292,8 +297,13 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
             pipeline = config.pipeline(name)
             mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
             done = {i: summaries[i] for i, _ in mine if i in summaries}
-            try:  # a pipeline whose target lost its jobs' commits keeps its checkpoint; the others go on
+            try:  # a pipeline whose target lost its jobs' commits, or took others' rows, keeps its checkpoint
                 verify_in_ledger(done, pipeline.checkpoint_variable, stores[name].where, refresh_remedy(name))
+                stored = stores[name].load()
+                verify_no_foreign_rows(plan_of["kind"], stored.targets, stored.applied_version is None,
+                                       [pipeline.target_table],
+                                       pipeline.checkpoint_variable, stores[name].where, refresh_remedy(name),
+                                       bool(planned.get("adoptTargets")))
             except CheckpointMismatchError as exc:
                 log.error("pipeline %s: %s", name, exc)
                 refusals.append(exc)

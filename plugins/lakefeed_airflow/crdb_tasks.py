@@ -36,7 +36,7 @@ from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import crdb_request
 from lakefeed.delta import table_location
-from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_targets
+from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_own_writes, verify_targets
 from lakefeed_airflow.runs import (
     Announcer,
     JobOutputs,
@@ -44,6 +44,7 @@ from lakefeed_airflow.runs import (
     fail_if_any_failed,
     run_kind,
     verify_in_ledger,
+    verify_no_foreign_rows,
 )
 from lakefeed_airflow.wasb_feed import connection_scope, feed_store
 
@@ -72,6 +73,8 @@ def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any],
         verify_definition("target_root", recorded_root(checkpoint), target_root, where, RESET_REMEDY)
         verify_targets(checkpoint.targets, {f"topic {location.rsplit('/', 1)[-1]}": location
                                             for location in checkpoint.targets}, where, RESET_REMEDY)
+        if not params.get("adopt_targets"):
+            verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, "adopt_targets", RESET_REMEDY)
     if kind != BACKFILL and (kind == RESET or (checkpoint.resolved is None and not checkpoint.targets)) \
             and not params.get("adopt_targets"):
         verify_adoptable(tables_under(config.target_root), config.checkpoint_variable, where, "adopt_targets")
@@ -105,6 +108,7 @@ def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any],
         "resolvedBefore": checkpoint.resolved,
         "newestResolved": str(newest) if newest else None,
         "targetRoot": target_root,
+        "adoptTargets": bool(params.get("adopt_targets")),
         "config": as_mapping(config),
     }
     log.info("plan: %s", json.dumps(result))
@@ -163,6 +167,9 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
         s.get("afterResolved"), s.get("throughResolved"), root_of(s.get("targetRoot") or "")) == (
         b["after"], b["through"], planned["targetRoot"]))
     verify_in_ledger(summaries, config.checkpoint_variable, store.where, RESET_REMEDY)
+    stored = store.load()
+    verify_no_foreign_rows(planned["kind"], stored.targets, stored.resolved is None, tables_under(config.target_root),
+                           config.checkpoint_variable, store.where, RESET_REMEDY, bool(planned.get("adoptTargets")))
     refused = outputs.refused
     kind = planned["kind"]
     spans = [(Hlc.parse(b["after"]) if b["after"] else ORIGIN, Hlc.parse(b["through"])) for b in batches]

@@ -73,9 +73,10 @@ SINGLE_RUN_ONLY = ("Single Run only: Airflow's Backfill mode ignores this field,
 
 def adopt_targets_param(what: str) -> Param:
     return Param(False, type="boolean", title="Adopt existing targets",
-                 description=f"Only with an empty checkpoint (a first run, or a reset): merge into {what} although "
-                             f"they already hold rows this pipeline did not write (another tool's, or this "
-                             f"pipeline's under another checkpoint Variable). Without it such a run is refused.")
+                 description=f"Merge into {what} although they hold rows this pipeline did not write (another "
+                             f"tool's, or this pipeline's under another checkpoint Variable): with an empty "
+                             f"checkpoint, any such rows; afterwards, rows changed since the checkpoint recorded "
+                             f"the table. Without it such a run is refused.")
 
 
 def blob_params(grid_minute: int | None) -> dict[str, Param]:

@@ -28,6 +28,7 @@ from lakefeed.ledger import (
     unannounced,
 )
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
+from lakefeed.targets import verify_adoptable, verify_own_writes
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,21 @@ def verify_in_ledger(summaries: dict[int, dict[str, Any]], pipeline_id: str, whe
             f"checkpoint {where} was not moved: the targets' logs do not hold what this run's jobs committed: "
             f"{'; '.join(problems)}. The rows are not in the table now at that location. Point the configuration "
             f"at the table that holds them, or {remedy}.")
+
+
+def verify_no_foreign_rows(kind: str, recorded: dict[str, TableMark], first_run: bool, locations: list[str],
+                           pipeline_id: str, where: str, remedy: str, adopted: bool) -> None:
+    """Refuse, before a scheduled run moves the checkpoint, targets whose rows another writer changed during
+    the run: after the checkpoint's marks (``recorded``), or, for a ``first_run`` (an empty checkpoint),
+    anywhere in the tables at ``locations`` (:func:`lakefeed.targets.verify_own_writes`, the plan's own checks
+    repeated at the end of the run). A run that adopts the targets (``adopted``), a backfill and a reset pass;
+    so does a checkpoint that records a position but no marks (written before it recorded them)."""
+    if kind != SCHEDULED or adopted:
+        return
+    if recorded:
+        verify_own_writes(dict(recorded), pipeline_id, where, "adopt_targets", remedy)
+    elif first_run:
+        verify_adoptable(locations, pipeline_id, where, "adopt_targets")
 
 
 class Announcer:

@@ -5,6 +5,8 @@ with a green run (issue 20), each against the source's snapshot and the checkpoi
 - the pipeline's ``keys`` changed between runs: refused naming old and new until a full refresh;
 - a source path that does not exist: a failed run naming it, never a green one;
 - a backfill of versions whose commits log cleanup removed: a failed run naming the versions;
+- rows of a target deleted by another tool: the next run is refused, naming the commit and its writer, until
+  a run adopts the table;
 - the configuration edited while a run's jobs run: the commit step vouches for what the jobs wrote, and the
   next run refuses the moved target;
 - one of two pipelines' targets dropped and recreated by another tool after its job committed, before the
@@ -109,6 +111,22 @@ def test_another_pipelines_target_and_changed_keys_are_refused_until_adopted_or_
     assert after["keys"] == ["id", "name"] and after["appliedVersion"] == latest_version(spark, str(source))
     assert rows(live_rows(spark, str(target))) == rows(simulator.snapshot())
 
+    # Another tool deletes rows of the target: before, the next runs vouched for it as the pipeline's own. Now
+    # the next run is refused, naming the commit and its writer, until a run adopts the table as it is.
+    marked = after["targets"][str(target)]["version"]
+    lowest = spark.sql(f"SELECT min(id) FROM delta.`{target}`").first()[0]
+    spark.sql(f"DELETE FROM delta.`{target}` WHERE id = {lowest}")
+    simulator.commit("update")
+    result = dags_test(env, DAG, succeed=False)
+    assert (f"says the target {target} holds only this pipeline's work, but after version {marked}, where the "
+            f"checkpoint's record of it ends, version {marked + 1} (DELETE) changed its rows, written by another "
+            "writer (Apache-Spark") in output(result)
+    assert variable(env, "lakefeed_cdf_checkpoint__first")["appliedVersion"] == after["appliedVersion"]
+    dags_test(env, DAG, {"adopt_targets": True})
+    adopted = variable(env, "lakefeed_cdf_checkpoint__first")
+    assert adopted["appliedVersion"] == latest_version(spark, str(source))
+    assert adopted["targets"][str(target)]["version"] > marked + 1
+
 
 def test_a_missing_source_and_versions_cleaned_from_the_log_fail_the_run_naming_them(spark, airflow_env, tmp_path):
     env = airflow_env
@@ -185,7 +203,7 @@ def test_a_target_recreated_after_its_job_committed_is_refused_and_the_other_pip
     assert run.wait(timeout=600) != 0
     log = (tmp_path / "run.log").read_text()
     assert ("checkpoint Variable lakefeed_cdf_checkpoint__lost was not moved: the targets' logs do not hold what "
-            f"this run's jobs committed: the job committed version ") in log and f"of {lost}, but that table is now at " \
+            "this run's jobs committed: the job committed version ") in log and f"of {lost}, but that table is now at " \
         "version 0: another table (or an older copy) took its place" in log, log[-4000:]
     # Before: the commit step recorded the new table as holding versions 0..4, and the next runs applied only
     # later versions into it. Now its checkpoint is still empty, and the next run refuses the table by name;

@@ -278,7 +278,9 @@ def announced_commits(report) -> dict[str, list[int]]:
 
 
 def test_asset_events_come_from_the_ledger_once_each_whatever_the_runs_did(config, store):
-    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__5"))
+    # Adopting the targets: another pipeline's commit below lands in them during the run (an entry that is not
+    # this pipeline's); without the param the commit step refuses such rows (tested below).
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {"adopt_targets": True}, run("scheduled__5"))
     pipeline_id, events = config.checkpoint_variable, config.events_table
     windows = [blob_tasks._windows_of(blob_tasks.Batch.from_dict(b)) for b in planned["batches"]]
     # Batch 0 committed, but its task was killed before its summary reached XCom; batch 1 was refused.
@@ -391,3 +393,48 @@ def test_a_target_recreated_after_the_jobs_committed_is_refused_and_the_checkpoi
     assert store.load() == recorded  # position, target marks and announcements as they were
     with pytest.raises(CheckpointMismatchError, match="dropped and\\s+recreated"):
         blob_tasks.plan(config, store.load(), {}, run("scheduled__3"))  # the next run refuses the table by name
+
+
+def test_rows_another_writer_changed_after_the_checkpoint_are_refused_until_adopted(config, store):
+    from deltalake import DeltaTable, write_deltalake
+
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__1"))
+    pipeline_id = config.checkpoint_variable
+    for index, batch in enumerate(planned["batches"]):
+        windows = blob_tasks._windows_of(blob_tasks.Batch.from_dict(batch))
+        finish(planned, index, commits=[reported_job_commit(table, pipeline_id, windows, f"{index}-{table}")
+                                        for table in (config.events_table, config.state_table)])
+    blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__1")
+    recorded = store.load()
+    mark = recorded.targets[config.state_table].version
+
+    # Compaction changes no rows: not another writer's rows.
+    DeltaTable(config.state_table).optimize.compact()
+    generate_feed(Path(config.feed_root), FeedSpec(hours=7, events_per_hour=10, gap_hours=()))
+    blob_tasks.plan(config, recorded, {}, run("scheduled__2"))
+
+    # Another tool deletes rows of the state table: the next run is refused, naming the commit and the writer.
+    DeltaTable(config.state_table).delete("id = 1")
+    with pytest.raises(CheckpointMismatchError, match=(
+            f"says the target {config.state_table} holds only this pipeline's work, but after version {mark}, where "
+            f"the checkpoint's record of it ends, version {mark + 2} \\(DELETE\\) changed its rows, written by another "
+            "writer \\(delta-rs.*adopt_targets=true")):
+        blob_tasks.plan(config, recorded, {}, run("scheduled__2"))
+
+    # Adopted: the run goes on and the checkpoint records the tables as they are now.
+    planned = blob_tasks.plan(config, recorded, {"adopt_targets": True}, run("scheduled__3"))
+    for index, batch in enumerate(planned["batches"]):
+        finish(planned, index)
+    blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__3")
+    assert store.load().targets[config.state_table].version == DeltaTable(config.state_table).version()
+    adopted = store.load()
+
+    # Rows another writer appends while a run's jobs run: the commit step refuses them and moves nothing.
+    generate_feed(Path(config.feed_root), FeedSpec(hours=9, events_per_hour=10, gap_hours=()))
+    planned = blob_tasks.plan(config, adopted, {}, run("scheduled__4"))
+    for index, batch in enumerate(planned["batches"]):
+        finish(planned, index)
+    write_deltalake(config.events_table, pa.table({"id": [99]}), mode="append")
+    with pytest.raises(CheckpointMismatchError, match=f"the target {config.events_table} holds only this pipeline's"):
+        blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__4")
+    assert store.load() == adopted
