@@ -45,18 +45,19 @@ def verify_targets(recorded: dict[str, TableMark], targets: dict[str, str], wher
 def foreign_write(location: str, pipeline_id: str, after: int = -1) -> str | None:
     """Why the Delta table at ``location`` holds rows this pipeline did not write (None: it holds none, or
     every commit that changed its data carries ``pipelineId = pipeline_id`` in its ``userMetadata``), looking
-    at the commits after version ``after`` (-1: the whole log).
+    at the commits after version ``after`` (-1: the whole log). Commits log cleanup removed cannot show their
+    writer, so a gap is a reason too.
 
     Reads those commits of the log (JVM-free). Called for a first run (the whole log), so it never MERGEs
-    into a table another tool, or this pipeline under another checkpoint, filled; and after a checkpoint's
-    mark, so a table someone else changed since is not taken for the pipeline's own."""
+    into a table another tool, or this pipeline under another checkpoint, filled; and after a recorded mark,
+    so a table someone else changed since is not taken for the pipeline's own."""
     delta_log = DeltaLog(Store(location))
     versions = [v for v in delta_log.commit_versions() if v > after]
     if not versions:
         return None
-    if versions[0] != after + 1 and after < 0:
-        return (f"its log no longer holds versions 0..{versions[0] - 1} (log cleanup), so who wrote its rows "
-                f"cannot be shown")
+    if versions[0] != after + 1:
+        return (f"its log no longer holds versions {after + 1}..{versions[0] - 1} (log cleanup), so who wrote its "
+                f"rows cannot be shown")
     for version in versions:
         actions = delta_log.actions(version)
         if not changes_rows(actions):
@@ -67,22 +68,54 @@ def foreign_write(location: str, pipeline_id: str, after: int = -1) -> str | Non
     return None
 
 
-def verify_own_writes(recorded: dict[str, TableMark | None], pipeline_id: str, where: str, adopt_param: str,
+def changed_by_others(location: str, pipeline_id: str, mark: TableMark | None) -> str | None:
+    """Why the table at ``location`` is not, since ``mark`` (None: ever), only the pipeline's own work: it
+    is gone, another table took its place (a lower version, or another table id as of the mark's version: a
+    REPLACE after the mark keeps the log, and so the mark's place in it), or another writer changed its rows
+    after the mark (:func:`foreign_write`). None when it is."""
+    if mark is None:
+        return foreign_write(location, pipeline_id)
+    delta_log = DeltaLog(Store(location))
+    versions = delta_log.commit_versions()
+    if not versions:
+        return "there is no Delta table there any more (dropped or moved)"
+    if versions[-1] < mark.version:
+        return (f"it is at version {versions[-1]}, below version {mark.version} it was at: another table (or an "
+                "older copy) took its place")
+    if mark.version >= versions[0] and delta_log.table_id(mark.version) != mark.table_id:
+        return f"it is another table than the one at version {mark.version} (dropped and recreated)"
+    return foreign_write(location, pipeline_id, mark.version)
+
+
+def verify_own_writes(recorded: dict[str, TableMark], pipeline_id: str, where: str, adopt: str,
                       remedy: str) -> None:
-    """Refuse targets whose rows another writer changed after the checkpoint's mark (``None``: the whole log,
-    for a first run): the checkpoint says a target holds what the feed says through its mark, and rows
-    another tool (or another pipeline pointed at the same table) inserted, updated or deleted since make that
-    untrue. Commits that change no rows (OPTIMIZE, VACUUM, properties) pass. ``adopt_param`` accepts the
-    tables as they are now."""
+    """Refuse targets that are not the pipeline's own work since the checkpoint's marks
+    (:func:`changed_by_others`): the checkpoint says a target holds what the feed says through its mark, and
+    rows another tool (or another pipeline pointed at the same table) inserted, updated or deleted since
+    make that untrue. Commits that change no rows (OPTIMIZE, VACUUM, properties) pass. ``adopt`` says how to
+    accept the tables as they are now."""
     for location, mark in sorted(recorded.items()):
-        reason = foreign_write(location, pipeline_id, mark.version if mark is not None else -1)
-        if reason is None:
-            continue
-        since = f"after version {mark.version}, where the checkpoint's record of it ends" if mark else "in its log"
-        raise CheckpointMismatchError(
-            f"checkpoint {where} says the target {location} holds only this pipeline's work, but {since}, {reason}. "
-            f"To accept the table as it is now, trigger the DAG once with the param {adopt_param}=true; to rebuild "
-            f"it, {remedy}.")
+        reason = changed_by_others(location, pipeline_id, mark)
+        if reason is not None:
+            raise CheckpointMismatchError(
+                f"checkpoint {where} says the target {location} holds only this pipeline's work through version "
+                f"{mark.version}, but since then {reason}. To accept the table as it is now, {adopt}; to rebuild "
+                f"it, {remedy}.")
+
+
+def verify_unchanged_during_run(planned_marks: dict[str, TableMark], locations: list[str], pipeline_id: str,
+                                where: str, adopt: str, remedy: str) -> None:
+    """Refuse, at the end of a run, targets that stopped being the pipeline's own work while it ran: since
+    the mark its plan saw (``planned_marks``; none: the table was not there, so ever). The plan made its own
+    checks up to then."""
+    for location in sorted(set(locations)):
+        mark = planned_marks.get(location)
+        reason = changed_by_others(location, pipeline_id, mark)
+        if reason is not None:
+            since = f"version {mark.version}, where the run's plan saw it" if mark else "the run's plan"
+            raise CheckpointMismatchError(
+                f"checkpoint {where} was left as it was: the target {location} changed under this run: since "
+                f"{since}, {reason}. To accept the table as it is now, {adopt}; to rebuild it, {remedy}.")
 
 
 def written_by(commit_info: dict) -> str:

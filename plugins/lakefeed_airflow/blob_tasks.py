@@ -48,13 +48,15 @@ from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import blob_request
 from lakefeed.targets import current_marks, verify_adoptable, verify_own_writes, verify_targets
 from lakefeed_airflow.runs import (
+    ADOPT,
     Announcer,
     JobOutputs,
     RunContext,
     fail_if_any_failed,
     run_kind,
+    plan_marks,
     verify_in_ledger,
-    verify_no_foreign_rows,
+    verify_unchanged,
 )
 from lakefeed_airflow.wasb_feed import connection_scope, feed_store
 
@@ -93,7 +95,7 @@ def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[st
         verify_feed(checkpoint.feed, store.identity, where, RESET_REMEDY)
         verify_targets(checkpoint.targets, targets, where, RESET_REMEDY)
         if not adopt:
-            verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, "adopt_targets", RESET_REMEDY)
+            verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, ADOPT, RESET_REMEDY)
     if kind != BACKFILL and (kind == RESET or checkpoint.watermark is None) and not adopt:
         verify_adoptable(list(targets.values()), config.checkpoint_variable, where, "adopt_targets")
     start_from = parse_time(config.start_from) if config.start_from else None
@@ -129,7 +131,7 @@ def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[st
         "targetTables": targets,
         "dataLoss": data_loss,
         "acknowledgeDataLoss": acknowledge_loss,
-        "adoptTargets": adopt,
+        "targetMarks": plan_marks(kind, sorted(targets.values())),
         **(_segment_marks(feed, kind, data_loss["resumeWindow"] if data_loss else checkpoint.watermark, origin,
                           batches, last_consumable) if kind != BACKFILL else {}),
         "config": as_mapping(config),
@@ -196,10 +198,8 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
     summaries = outputs.credited(planned["batches"],
                                  lambda summary, job: _belongs(summary, job, planned["targetTables"]))
     verify_in_ledger(summaries, planned_config(planned).checkpoint_variable, store.where, RESET_REMEDY)
-    stored = store.load()
-    verify_no_foreign_rows(planned["kind"], stored.targets, stored.watermark is None, planned["targets"],
-                           planned_config(planned).checkpoint_variable, store.where, RESET_REMEDY,
-                           bool(planned.get("adoptTargets")))
+    verify_unchanged(planned["kind"], planned.get("targetMarks") or {}, planned["targets"],
+                     planned_config(planned).checkpoint_variable, store.where, RESET_REMEDY)
     refused = outputs.refused
     kind = planned["kind"]
     last_consumable = parse_time(planned["lastConsumable"])

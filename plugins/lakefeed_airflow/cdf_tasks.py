@@ -47,8 +47,10 @@ from lakefeed_airflow.runs import (
     RunContext,
     fail_if_any_failed,
     run_kind,
+    RefusedWithReport,
+    plan_marks,
     verify_in_ledger,
-    verify_no_foreign_rows,
+    verify_unchanged,
 )
 from lakefeed_airflow.wasb_feed import connection_scope, location_store
 
@@ -59,6 +61,10 @@ COMMIT_TASK_ID = "commit_checkpoints"  # the task whose XCom is the run summary 
 CHANGES, FULL_REFRESH = "changes", FULL_REFRESH_MODE
 SUMMED = ("rowsRead", "keysChanged", "inserted", "updated", "deleted", "unchanged", "bytesWritten", "filesRewritten",
           "rowsCopied")
+
+
+def adopt_remedy(pipeline: str) -> str:
+    return f"trigger delta_cdf_to_delta once with the params pipeline={pipeline} and adopt_targets=true"
 
 
 def refresh_remedy(pipeline: str) -> str:
@@ -98,7 +104,7 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
                 _verify(pipeline, checkpoint, delta_log)
                 if not adopt:
                     verify_own_writes(checkpoint.targets, pipeline.checkpoint_variable,
-                                      f"Variable {pipeline.checkpoint_variable}", "adopt_targets",
+                                      f"Variable {pipeline.checkpoint_variable}", adopt_remedy(pipeline.name),
                                       refresh_remedy(pipeline.name))
                 if checkpoint.applied_version is None:
                     planned, origin, pipeline_kind = _first_run(pipeline, delta_log, latest)
@@ -113,7 +119,8 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
             jobs += [{"pipeline": pipeline.name, **job} for job in planned]
             pipelines[pipeline.name] = {"kind": pipeline_kind, "origin": origin, "latest": latest,
                                         "sourceTableId": delta_log.table_id(),
-                                        "appliedBefore": checkpoint.applied_version}
+                                        "appliedBefore": checkpoint.applied_version,
+                                        "targetMarks": plan_marks(pipeline_kind, [pipeline.target_table])}
     result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "adoptTargets": adopt, "config": as_mapping(config)}
     log.info("plan: %s", json.dumps(result))
     return result
@@ -299,15 +306,18 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
             done = {i: summaries[i] for i, _ in mine if i in summaries}
             try:  # a pipeline whose target lost its jobs' commits, or took others' rows, keeps its checkpoint
                 verify_in_ledger(done, pipeline.checkpoint_variable, stores[name].where, refresh_remedy(name))
-                stored = stores[name].load()
-                verify_no_foreign_rows(plan_of["kind"], stored.targets, stored.applied_version is None,
-                                       [pipeline.target_table],
-                                       pipeline.checkpoint_variable, stores[name].where, refresh_remedy(name),
-                                       bool(planned.get("adoptTargets")))
+                verify_unchanged(plan_of["kind"], plan_of.get("targetMarks") or {}, [pipeline.target_table],
+                                 pipeline.checkpoint_variable, stores[name].where, refresh_remedy(name),
+                                 adopt_remedy(name))
             except CheckpointMismatchError as exc:
                 log.error("pipeline %s: %s", name, exc)
                 refusals.append(exc)
-                report["pipelines"][name] = {"kind": plan_of["kind"], "jobs": len(mine), "refused": str(exc)}
+                applied = stores[name].load().applied_version
+                report["pipelines"][name] = {
+                    "kind": plan_of["kind"], "jobs": len(mine), "refused": str(exc),
+                    "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
+                                   for i, job in mine if i not in summaries and i not in voided],
+                    "appliedBefore": applied, "appliedVersion": applied, "latestVersion": plan_of["latest"]}
                 continue
             reported = {(pipeline.target_table, s["targetVersion"]): (s.get("inserted", 0), s.get("updated", 0),
                                                                       s.get("deleted", 0))
@@ -338,7 +348,7 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
             report["announcementsDeferred"] += announcer.deferred
     log.info("run summary: %s", json.dumps(report, indent=2))
     if refusals:
-        raise CheckpointMismatchError(" ".join(map(str, refusals)))
+        raise RefusedWithReport(" ".join(map(str, refusals)), report)
     fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report)
     return report
 

@@ -38,13 +38,15 @@ from lakefeed.run_params import crdb_request
 from lakefeed.delta import table_location
 from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_own_writes, verify_targets
 from lakefeed_airflow.runs import (
+    ADOPT,
     Announcer,
     JobOutputs,
     RunContext,
     fail_if_any_failed,
     run_kind,
+    plan_marks,
     verify_in_ledger,
-    verify_no_foreign_rows,
+    verify_unchanged,
 )
 from lakefeed_airflow.wasb_feed import connection_scope, feed_store
 
@@ -74,7 +76,7 @@ def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any],
         verify_targets(checkpoint.targets, {f"topic {location.rsplit('/', 1)[-1]}": location
                                             for location in checkpoint.targets}, where, RESET_REMEDY)
         if not params.get("adopt_targets"):
-            verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, "adopt_targets", RESET_REMEDY)
+            verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, ADOPT, RESET_REMEDY)
     if kind != BACKFILL and (kind == RESET or (checkpoint.resolved is None and not checkpoint.targets)) \
             and not params.get("adopt_targets"):
         verify_adoptable(tables_under(config.target_root), config.checkpoint_variable, where, "adopt_targets")
@@ -108,7 +110,7 @@ def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any],
         "resolvedBefore": checkpoint.resolved,
         "newestResolved": str(newest) if newest else None,
         "targetRoot": target_root,
-        "adoptTargets": bool(params.get("adopt_targets")),
+        "targetMarks": plan_marks(kind, tables_under(config.target_root)),
         "config": as_mapping(config),
     }
     log.info("plan: %s", json.dumps(result))
@@ -167,9 +169,8 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
         s.get("afterResolved"), s.get("throughResolved"), root_of(s.get("targetRoot") or "")) == (
         b["after"], b["through"], planned["targetRoot"]))
     verify_in_ledger(summaries, config.checkpoint_variable, store.where, RESET_REMEDY)
-    stored = store.load()
-    verify_no_foreign_rows(planned["kind"], stored.targets, stored.resolved is None, tables_under(config.target_root),
-                           config.checkpoint_variable, store.where, RESET_REMEDY, bool(planned.get("adoptTargets")))
+    verify_unchanged(planned["kind"], planned.get("targetMarks") or {}, tables_under(config.target_root), config.checkpoint_variable,
+                     store.where, RESET_REMEDY)
     refused = outputs.refused
     kind = planned["kind"]
     spans = [(Hlc.parse(b["after"]) if b["after"] else ORIGIN, Hlc.parse(b["through"])) for b in batches]

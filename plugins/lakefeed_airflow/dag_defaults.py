@@ -78,11 +78,11 @@ def refusals_fail_the_task() -> Iterator[None]:
 @contextmanager
 def summary_kept_on_failure(ti) -> Iterator[None]:
     """A commit step that fails because jobs failed still leaves its run summary in XCom."""
-    from lakefeed_airflow.runs import BatchesFailed
+    from lakefeed_airflow.runs import BatchesFailed, RefusedWithReport
 
     try:
         yield
-    except BatchesFailed as exc:
+    except (BatchesFailed, RefusedWithReport) as exc:
         ti.xcom_push(key="return_value", value=exc.report)
         raise
 

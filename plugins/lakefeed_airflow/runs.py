@@ -28,7 +28,7 @@ from lakefeed.ledger import (
     unannounced,
 )
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
-from lakefeed.targets import verify_adoptable, verify_own_writes
+from lakefeed.targets import current_marks, verify_unchanged_during_run
 
 log = logging.getLogger(__name__)
 
@@ -134,24 +134,30 @@ def verify_in_ledger(summaries: dict[int, dict[str, Any]], pipeline_id: str, whe
     problems = disproved([c for s in summaries.values() for c in reported_commits(s)], pipeline_id)
     if problems:
         raise CheckpointMismatchError(
-            f"checkpoint {where} was not moved: the targets' logs do not hold what this run's jobs committed: "
+            f"checkpoint {where} was left as it was: the targets' logs do not hold what this run's jobs committed: "
             f"{'; '.join(problems)}. The rows are not in the table now at that location. Point the configuration "
             f"at the table that holds them, or {remedy}.")
 
 
-def verify_no_foreign_rows(kind: str, recorded: dict[str, TableMark], first_run: bool, locations: list[str],
-                           pipeline_id: str, where: str, remedy: str, adopted: bool) -> None:
-    """Refuse, before a scheduled run moves the checkpoint, targets whose rows another writer changed during
-    the run: after the checkpoint's marks (``recorded``), or, for a ``first_run`` (an empty checkpoint),
-    anywhere in the tables at ``locations`` (:func:`lakefeed.targets.verify_own_writes`, the plan's own checks
-    repeated at the end of the run). A run that adopts the targets (``adopted``), a backfill and a reset pass;
-    so does a checkpoint that records a position but no marks (written before it recorded them)."""
-    if kind != SCHEDULED or adopted:
+ADOPT = "trigger the DAG once with the param adopt_targets=true"
+
+
+def plan_marks(kind: str, locations: list[str]) -> dict[str, Any]:
+    """What a plan records of the targets it saw (their ids and versions), for the commit step's
+    :func:`verify_unchanged`; a backfill records none (it never moves the checkpoint)."""
+    return {} if kind == BACKFILL else {location: mark.to_dict() for location, mark in current_marks(locations).items()}
+
+
+def verify_unchanged(kind: str, recorded: dict[str, Any], locations: list[str], pipeline_id: str, where: str,
+                     remedy: str, adopt: str = ADOPT) -> None:
+    """Refuse, before the checkpoint moves, targets that stopped being the pipeline's own work while the run
+    ran (:func:`lakefeed.targets.verify_unchanged_during_run`): dropped, replaced, or rows changed by another
+    writer since the plan's marks (``recorded``, from :func:`plan_marks`). A backfill passes: it never moves
+    the checkpoint."""
+    if kind == BACKFILL:
         return
-    if recorded:
-        verify_own_writes(dict(recorded), pipeline_id, where, "adopt_targets", remedy)
-    elif first_run:
-        verify_adoptable(locations, pipeline_id, where, "adopt_targets")
+    marks = {location: TableMark.from_dict(mark, "the run's plan") for location, mark in recorded.items()}
+    verify_unchanged_during_run(marks, locations, pipeline_id, where, adopt, remedy)
 
 
 class Announcer:
@@ -208,6 +214,15 @@ class Announcer:
     def deferred(self) -> int:
         """How many entries found are left for a later commit step to announce."""
         return 0 if self.announce or self.found is None else sum(map(len, self.found.entries.values()))
+
+
+class RefusedWithReport(CheckpointMismatchError):
+    """Some pipelines of a run were refused at its commit step; ``report`` is the run summary all the same
+    (the other pipelines' checkpoints moved)."""
+
+    def __init__(self, message: str, report: dict[str, Any]):
+        super().__init__(message)
+        self.report = report
 
 
 class BatchesFailed(RuntimeError):

@@ -118,9 +118,9 @@ def test_another_pipelines_target_and_changed_keys_are_refused_until_adopted_or_
     spark.sql(f"DELETE FROM delta.`{target}` WHERE id = {lowest}")
     simulator.commit("update")
     result = dags_test(env, DAG, succeed=False)
-    assert (f"says the target {target} holds only this pipeline's work, but after version {marked}, where the "
-            f"checkpoint's record of it ends, version {marked + 1} (DELETE) changed its rows, written by another "
-            "writer (Apache-Spark") in output(result)
+    assert (f"says the target {target} holds only this pipeline's work through version {marked}, but since then "
+            f"version {marked + 1} (DELETE) changed its rows, written by another writer (Apache-Spark") in output(result)
+    assert "with the params pipeline=first and adopt_targets=true" in output(result)
     assert variable(env, "lakefeed_cdf_checkpoint__first")["appliedVersion"] == after["appliedVersion"]
     dags_test(env, DAG, {"adopt_targets": True})
     adopted = variable(env, "lakefeed_cdf_checkpoint__first")
@@ -202,7 +202,7 @@ def test_a_target_recreated_after_its_job_committed_is_refused_and_the_other_pip
     write_deltalake(str(lost), pa.table({"id": [1, 2], "name": ["x", "y"]}))
     assert run.wait(timeout=600) != 0
     log = (tmp_path / "run.log").read_text()
-    assert ("checkpoint Variable lakefeed_cdf_checkpoint__lost was not moved: the targets' logs do not hold what "
+    assert ("checkpoint Variable lakefeed_cdf_checkpoint__lost was left as it was: the targets' logs do not hold what "
             "this run's jobs committed: the job committed version ") in log and f"of {lost}, but that table is now at " \
         "version 0: another table (or an older copy) took its place" in log, log[-4000:]
     # Before: the commit step recorded the new table as holding versions 0..4, and the next runs applied only

@@ -278,14 +278,15 @@ def announced_commits(report) -> dict[str, list[int]]:
 
 
 def test_asset_events_come_from_the_ledger_once_each_whatever_the_runs_did(config, store):
-    # Adopting the targets: another pipeline's commit below lands in them during the run (an entry that is not
-    # this pipeline's); without the param the commit step refuses such rows (tested below).
-    planned = blob_tasks.plan(config, BlobCheckpoint(), {"adopt_targets": True}, run("scheduled__5"))
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__5"))
     pipeline_id, events = config.checkpoint_variable, config.events_table
     windows = [blob_tasks._windows_of(blob_tasks.Batch.from_dict(b)) for b in planned["batches"]]
     # Batch 0 committed, but its task was killed before its summary reached XCom; batch 1 was refused.
     job_commit(events, pipeline_id, windows[0])
     job_commit(events, "another_pipeline", windows[0])  # not this pipeline's entry
+    # The run adopted the table with the other pipeline's commit in it (its plan, made again, saw both); a
+    # commit by another writer during a run is refused (tested below).
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {"adopt_targets": True}, run("scheduled__5"))
     job_outputs(planned).refused[1] = "FeedCorruptError: x.avro: bad"
     with pytest.raises(RuntimeError, match="3 of 3") as failed:
         blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__5")
@@ -386,7 +387,7 @@ def test_a_target_recreated_after_the_jobs_committed_is_refused_and_the_checkpoi
     for rows in ([7], [8], [9], [10], [11]):
         write_deltalake(config.state_table, pa.table({"id": rows}), mode="append")
     with pytest.raises(CheckpointMismatchError, match=(
-            f"checkpoint {store.where} was not moved: the targets' logs do not hold what this run's jobs "
+            f"checkpoint {store.where} was left as it was: the targets' logs do not hold what this run's jobs "
             f"committed: the job committed version \\d+ of {config.state_table}, but version \\d+ there now is "
             "WRITE by another writer")):
         blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__2")
@@ -416,9 +417,9 @@ def test_rows_another_writer_changed_after_the_checkpoint_are_refused_until_adop
     # Another tool deletes rows of the state table: the next run is refused, naming the commit and the writer.
     DeltaTable(config.state_table).delete("id = 1")
     with pytest.raises(CheckpointMismatchError, match=(
-            f"says the target {config.state_table} holds only this pipeline's work, but after version {mark}, where "
-            f"the checkpoint's record of it ends, version {mark + 2} \\(DELETE\\) changed its rows, written by another "
-            "writer \\(delta-rs.*adopt_targets=true")):
+            f"says the target {config.state_table} holds only this pipeline's work through version {mark}, but since "
+            f"then version {mark + 2} \\(DELETE\\) changed its rows, written by another writer \\(delta-rs.*"
+            "adopt_targets=true")):
         blob_tasks.plan(config, recorded, {}, run("scheduled__2"))
 
     # Adopted: the run goes on and the checkpoint records the tables as they are now.
@@ -435,6 +436,37 @@ def test_rows_another_writer_changed_after_the_checkpoint_are_refused_until_adop
     for index, batch in enumerate(planned["batches"]):
         finish(planned, index)
     write_deltalake(config.events_table, pa.table({"id": [99]}), mode="append")
-    with pytest.raises(CheckpointMismatchError, match=f"the target {config.events_table} holds only this pipeline's"):
+    with pytest.raises(CheckpointMismatchError, match=f"was left as it was: the target {config.events_table} changed "
+                                                      "under this run: since version \\d+, where the run's plan saw "
+                                                      "it, version \\d+ \\(WRITE\\) changed its rows"):
         blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__4")
     assert store.load() == adopted
+
+
+def test_a_target_dropped_after_the_plan_and_made_anew_by_the_jobs_is_refused(config, store):
+    """The plan saw the state table at some version; an operator deletes it while the run waits, and the
+    jobs create a new table there holding only this run's windows. Their commits are the pipeline's own
+    (the ledger bears them out), but the table lost everything before: the checkpoint must not record it."""
+    import shutil
+
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__1"))
+    pipeline_id = config.checkpoint_variable
+    for index, batch in enumerate(planned["batches"]):
+        windows = blob_tasks._windows_of(blob_tasks.Batch.from_dict(batch))
+        finish(planned, index, commits=[reported_job_commit(table, pipeline_id, windows, f"{index}-{table}")
+                                        for table in (config.events_table, config.state_table)])
+    blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__1")
+    recorded = store.load()
+    generate_feed(Path(config.feed_root), FeedSpec(hours=7, events_per_hour=10, gap_hours=()))
+    planned = blob_tasks.plan(config, recorded, {}, run("scheduled__2"))
+    seen = planned["targetMarks"][config.state_table]["version"]
+    shutil.rmtree(config.state_table)
+    for index, batch in enumerate(planned["batches"]):
+        windows = blob_tasks._windows_of(blob_tasks.Batch.from_dict(batch))
+        finish(planned, index, commits=[reported_job_commit(table, pipeline_id, windows, f"n{index}-{table}")
+                                        for table in (config.events_table, config.state_table)])
+    with pytest.raises(CheckpointMismatchError, match=(
+            f"the target {config.state_table} changed under this run: since version {seen}, where the run's plan "
+            f"saw it, it is at version 0, below version {seen} it was at")):
+        blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__2")
+    assert store.load() == recorded

@@ -121,12 +121,13 @@ def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_
 
 
 def target_commit(config, **user_metadata):
-    """A commit on the target, tagged as the CDF job tags its MERGEs and full refreshes."""
+    """A commit on the target, tagged as the CDF job of pipeline orders tags its MERGEs and full refreshes."""
     from deltalake import CommitProperties
 
     write_deltalake(config.pipelines[0].target_table, pa.table({"id": [1]}), mode="append",
                     commit_properties=CommitProperties(custom_metadata={"userMetadata": json.dumps(
-                        {"pipeline": "delta_cdf", **user_metadata})}))
+                        {"pipeline": "delta_cdf", "pipelineId": config.pipelines[0].checkpoint_variable,
+                         **user_metadata})}))
 
 
 @pytest.mark.parametrize("merged_after_refresh", [False, True])
@@ -351,8 +352,11 @@ def test_a_pipeline_whose_target_lost_its_jobs_commits_keeps_its_checkpoint_and_
                commits=[{"table": target, "version": DeltaTable(target).version(), "token": token}])
     shutil.rmtree(config.pipelines[0].target_table)  # the orders target is dropped before the commit step
     with pytest.raises(CheckpointMismatchError, match=(
-            "checkpoint Variable cp was not moved: .* the job committed version 0 of .*/target, but there is no "
-            "Delta table there any more \\(dropped or moved\\)")):
+            "checkpoint Variable cp was left as it was: .* the job committed version 0 of .*/target, but there is no "
+            "Delta table there any more \\(dropped or moved\\)")) as refused:
         cdf_tasks.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r")
     assert store.load() == CdfCheckpoint()  # nothing recorded for the lost target
     assert other.load().applied_version == 7  # the other pipeline's jobs are in its target's log: it moved
+    report = refused.value.report  # kept in XCom for the monitor, with both pipelines
+    assert report["pipelines"]["orders"]["appliedVersion"] is None and "refused" in report["pipelines"]["orders"]
+    assert report["pipelines"]["b"]["appliedVersion"] == 7
