@@ -360,15 +360,20 @@ def reported_job_commit(table: str, pipeline_id: str, windows: list[str], token:
     return {"table": table, "version": DeltaTable(table).version(), "token": token}
 
 
+def jobs_committed(config, planned, run_id: str) -> None:
+    """Every batch of ``planned`` committed to both tables, as its job would, and reported it."""
+    for index, batch in enumerate(planned["batches"]):
+        windows = blob_tasks._windows_of(blob_tasks.Batch.from_dict(batch))
+        finish(planned, index, commits=[reported_job_commit(table, config.checkpoint_variable, windows,
+                                                            f"{run_id}-{index}-{table}")
+                                        for table in (config.events_table, config.state_table)])
+
+
 def test_a_target_recreated_after_the_jobs_committed_is_refused_and_the_checkpoint_stays(config, store):
     import shutil
 
     planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__1"))
-    pipeline_id = config.checkpoint_variable
-    windows = [blob_tasks._windows_of(blob_tasks.Batch.from_dict(b)) for b in planned["batches"]]
-    for index, batch_windows in enumerate(windows):
-        finish(planned, index, commits=[reported_job_commit(table, pipeline_id, batch_windows, f"{index}-{table}")
-                                        for table in (config.events_table, config.state_table)])
+    jobs_committed(config, planned, "scheduled__1")
     report = blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__1")
     assert report["watermark"] == planned["batches"][-1]["end"]  # every commit is in the targets' logs
     recorded = store.load()
@@ -377,10 +382,7 @@ def test_a_target_recreated_after_the_jobs_committed_is_refused_and_the_checkpoi
     # commit step (a moved target). Crediting the jobs would record the new table as holding the work.
     generate_feed(Path(config.feed_root), FeedSpec(hours=7, events_per_hour=10, gap_hours=()))
     planned = blob_tasks.plan(config, recorded, {}, run("scheduled__2"))
-    for index, batch in enumerate(planned["batches"]):
-        batch_windows = blob_tasks._windows_of(blob_tasks.Batch.from_dict(batch))
-        finish(planned, index, commits=[reported_job_commit(table, pipeline_id, batch_windows, f"n{index}-{table}")
-                                        for table in (config.events_table, config.state_table)])
+    jobs_committed(config, planned, "scheduled__2")
     shutil.rmtree(config.state_table)
     from deltalake import write_deltalake
 
@@ -400,11 +402,7 @@ def test_rows_another_writer_changed_after_the_checkpoint_are_refused_until_adop
     from deltalake import DeltaTable, write_deltalake
 
     planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__1"))
-    pipeline_id = config.checkpoint_variable
-    for index, batch in enumerate(planned["batches"]):
-        windows = blob_tasks._windows_of(blob_tasks.Batch.from_dict(batch))
-        finish(planned, index, commits=[reported_job_commit(table, pipeline_id, windows, f"{index}-{table}")
-                                        for table in (config.events_table, config.state_table)])
+    jobs_committed(config, planned, "scheduled__1")
     blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__1")
     recorded = store.load()
     mark = recorded.targets[config.state_table].version
@@ -450,21 +448,14 @@ def test_a_target_dropped_after_the_plan_and_made_anew_by_the_jobs_is_refused(co
     import shutil
 
     planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("scheduled__1"))
-    pipeline_id = config.checkpoint_variable
-    for index, batch in enumerate(planned["batches"]):
-        windows = blob_tasks._windows_of(blob_tasks.Batch.from_dict(batch))
-        finish(planned, index, commits=[reported_job_commit(table, pipeline_id, windows, f"{index}-{table}")
-                                        for table in (config.events_table, config.state_table)])
+    jobs_committed(config, planned, "scheduled__1")
     blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__1")
     recorded = store.load()
     generate_feed(Path(config.feed_root), FeedSpec(hours=7, events_per_hour=10, gap_hours=()))
     planned = blob_tasks.plan(config, recorded, {}, run("scheduled__2"))
     seen = planned["targetMarks"][config.state_table]["version"]
     shutil.rmtree(config.state_table)
-    for index, batch in enumerate(planned["batches"]):
-        windows = blob_tasks._windows_of(blob_tasks.Batch.from_dict(batch))
-        finish(planned, index, commits=[reported_job_commit(table, pipeline_id, windows, f"n{index}-{table}")
-                                        for table in (config.events_table, config.state_table)])
+    jobs_committed(config, planned, "scheduled__2")
     with pytest.raises(CheckpointMismatchError, match=(
             f"the target {config.state_table} changed under this run: since version {seen}, where the run's plan "
             f"saw it, it is at version 0, below version {seen} it was at")):
