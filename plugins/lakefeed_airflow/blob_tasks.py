@@ -198,7 +198,7 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
     summaries = outputs.credited(planned["batches"],
                                  lambda summary, job: _belongs(summary, job, planned["targetTables"]))
     verify_in_ledger(summaries, planned_config(planned).checkpoint_variable, store.where, RESET_REMEDY)
-    verify_unchanged(planned["kind"], planned.get("targetMarks") or {}, planned["targets"],
+    verify_unchanged(planned["kind"], planned.get("targetMarks"), planned["targets"],
                      planned_config(planned).checkpoint_variable, store.where, RESET_REMEDY)
     refused = outputs.refused
     kind = planned["kind"]

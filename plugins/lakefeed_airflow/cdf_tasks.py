@@ -306,7 +306,7 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
             done = {i: summaries[i] for i, _ in mine if i in summaries}
             try:  # a pipeline whose target lost its jobs' commits, or took others' rows, keeps its checkpoint
                 verify_in_ledger(done, pipeline.checkpoint_variable, stores[name].where, refresh_remedy(name))
-                verify_unchanged(plan_of["kind"], plan_of.get("targetMarks") or {}, [pipeline.target_table],
+                verify_unchanged(plan_of["kind"], plan_of.get("targetMarks"), [pipeline.target_table],
                                  pipeline.checkpoint_variable, stores[name].where, refresh_remedy(name),
                                  adopt_remedy(name))
             except CheckpointMismatchError as exc:

@@ -169,7 +169,7 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
         s.get("afterResolved"), s.get("throughResolved"), root_of(s.get("targetRoot") or "")) == (
         b["after"], b["through"], planned["targetRoot"]))
     verify_in_ledger(summaries, config.checkpoint_variable, store.where, RESET_REMEDY)
-    verify_unchanged(planned["kind"], planned.get("targetMarks") or {}, tables_under(config.target_root), config.checkpoint_variable,
+    verify_unchanged(planned["kind"], planned.get("targetMarks"), tables_under(config.target_root), config.checkpoint_variable,
                      store.where, RESET_REMEDY)
     refused = outputs.refused
     kind = planned["kind"]

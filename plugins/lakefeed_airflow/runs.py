@@ -148,13 +148,14 @@ def plan_marks(kind: str, locations: list[str]) -> dict[str, Any]:
     return {} if kind == BACKFILL else {location: mark.to_dict() for location, mark in current_marks(locations).items()}
 
 
-def verify_unchanged(kind: str, recorded: dict[str, Any], locations: list[str], pipeline_id: str, where: str,
-                     remedy: str, adopt: str = ADOPT) -> None:
+def verify_unchanged(kind: str, recorded: dict[str, Any] | None, locations: list[str], pipeline_id: str,
+                     where: str, remedy: str, adopt: str = ADOPT) -> None:
     """Refuse, before the checkpoint moves, targets that stopped being the pipeline's own work while the run
     ran (:func:`lakefeed.targets.verify_unchanged_during_run`): dropped, replaced, or rows changed by another
     writer since the plan's marks (``recorded``, from :func:`plan_marks`). A backfill passes: it never moves
-    the checkpoint."""
-    if kind == BACKFILL:
+    the checkpoint; so does a run whose plan predates the marks (``recorded`` None: planned by an earlier
+    version of this code, before an upgrade)."""
+    if kind == BACKFILL or recorded is None:
         return
     marks = {location: TableMark.from_dict(mark, "the run's plan") for location, mark in recorded.items()}
     verify_unchanged_during_run(marks, locations, pipeline_id, where, adopt, remedy)

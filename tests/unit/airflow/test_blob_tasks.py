@@ -461,3 +461,20 @@ def test_a_target_dropped_after_the_plan_and_made_anew_by_the_jobs_is_refused(co
             f"saw it, it is at version 0, below version {seen} it was at")):
         blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__2")
     assert store.load() == recorded
+
+
+def test_a_run_planned_before_plans_recorded_target_marks_is_not_checked_for_changes_during_it(config, store):
+    """A run in flight across an upgrade: its plan has no targetMarks, so the commit step cannot tell what
+    changed during the run from what was there before (an adopted table, a log cleanup); it credits the run
+    as before the upgrade, and the next plan checks the targets against the checkpoint."""
+    from deltalake import write_deltalake
+
+    make_tables(config)  # rows another writer made, adopted by the first run
+    planned = blob_tasks.plan(config, BlobCheckpoint(), {"adopt_targets": True}, run("scheduled__1"))
+    del planned["targetMarks"]
+    jobs_committed(config, planned, "scheduled__1")
+    blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__1")
+    assert store.load().watermark is not None
+    write_deltalake(config.events_table, pa.table({"id": [5]}), mode="append")
+    with pytest.raises(CheckpointMismatchError, match="version \\d+ \\(WRITE\\) changed its rows"):
+        blob_tasks.plan(config, store.load(), {}, run("scheduled__2"))
