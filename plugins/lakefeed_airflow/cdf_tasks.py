@@ -121,7 +121,7 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
                                         "sourceTableId": delta_log.table_id(),
                                         "appliedBefore": checkpoint.applied_version,
                                         "targetMarks": plan_marks(pipeline_kind, [pipeline.target_table])}
-    result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "adoptTargets": adopt, "config": as_mapping(config)}
+    result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "config": as_mapping(config)}
     log.info("plan: %s", json.dumps(result))
     return result
 
