@@ -30,19 +30,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import DATA, ROOT, child_peak_rss_mb, save, timed  # noqa: E402
+from common import DATA, ROOT, child_peak_rss_mb, save, timed
 
-from lakefeed.blob.feed import ChangeFeed  # noqa: E402
-from lakefeed.blob.generator import DEFAULT_START, FeedSpec, generate_feed  # noqa: E402
-from lakefeed.blob.schedule import check_readiness  # noqa: E402
-from lakefeed.blob.timegrid import HOUR, format_time  # noqa: E402
-from lakefeed.storage import Store  # noqa: E402
+from lakefeed.blob.feed import ChangeFeed
+from lakefeed.blob.generator import DEFAULT_START, FeedSpec, generate_feed
+from lakefeed.blob.schedule import check_readiness
+from lakefeed.blob.timegrid import HOUR, format_time
+from lakefeed.storage import Store
 
 FULL = FeedSpec(hours=4, events_per_hour=333_334, shards=8, records_per_chunk=20_000, blobs=200_000, gap_hours=())
 PREVIOUS_DAY = FeedSpec(**{**FULL.__dict__, "start": DEFAULT_START - timedelta(days=1), "seed": 8})
 SUBSET = FeedSpec(hours=2, events_per_hour=15_000, shards=8, records_per_chunk=20_000, blobs=20_000, gap_hours=())
-DAY = FeedSpec(hours=24, events_per_hour=40_000, shards=4, records_per_chunk=10_000, blobs=100_000, gap_hours=(),
-               seed=9)
+DAY = FeedSpec(
+    hours=24, events_per_hour=40_000, shards=4, records_per_chunk=10_000, blobs=100_000, gap_hours=(), seed=9
+)
 CONTAINER = "$blobchangefeed"
 
 
@@ -77,11 +78,26 @@ def fastavro_single_process(paths: list[Path]) -> int:
 def spark_submit(feed_root: str, start, end, lake: Path, env: dict | None = None) -> dict:
     summary = lake / "summary.json"
     result = subprocess.run(
-        ["spark-submit", str(ROOT / "spark_jobs" / "blob_changefeed_job.py"), "--feed-root", feed_root,
-         "--window-start", format_time(start), "--window-end", format_time(end),
-         "--events-table", str(lake / "events"), "--state-table", str(lake / "state"),
-         "--summary-json", str(summary)],
-        env=env or os.environ.copy(), capture_output=True, text=True)
+        [
+            "spark-submit",
+            str(ROOT / "spark_jobs" / "blob_changefeed_job.py"),
+            "--feed-root",
+            feed_root,
+            "--window-start",
+            format_time(start),
+            "--window-end",
+            format_time(end),
+            "--events-table",
+            str(lake / "events"),
+            "--state-table",
+            str(lake / "state"),
+            "--summary-json",
+            str(summary),
+        ],
+        env=env or os.environ.copy(),
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         raise RuntimeError(result.stdout[-4000:])
     return json.loads(summary.read_text())
@@ -91,18 +107,24 @@ def decoder_memory() -> dict:
     """Peak memory of the decoder (what Spark's Python workers run) on a ~1 MB and a ~50 MB chunk file."""
     memory = {}
     for label, per_chunk in (("1MB", 1_700), ("50MB", 85_000)):
-        folder, _ = feed(f"feed_chunk_{label}", FeedSpec(hours=2, events_per_hour=per_chunk, shards=1,
-                                                         records_per_chunk=per_chunk, gap_hours=(), seed=4))
+        folder, _ = feed(
+            f"feed_chunk_{label}",
+            FeedSpec(hours=2, events_per_hour=per_chunk, shards=1, records_per_chunk=per_chunk, gap_hours=(), seed=4),
+        )
         chunk = max(chunk_files(folder), key=lambda p: p.stat().st_size)
         relative = chunk.relative_to(folder)
         memory[label] = {
             "chunkBytes": chunk.stat().st_size,
-            "peakMiB": round(child_peak_rss_mb(
-                "from datetime import datetime, timezone\n"
-                "from lakefeed.blob.decode import ChunkRef, decode_chunk\n"
-                "from lakefeed.storage import Store\n"
-                f"ref = ChunkRef({str(folder)!r}, {str(relative)!r}, '00', datetime(2026, 1, 1, tzinfo=timezone.utc))\n"
-                f"n = sum(b.num_rows for b in decode_chunk(Store({str(folder)!r}), ref))\n"), 1),
+            "peakMiB": round(
+                child_peak_rss_mb(
+                    "from datetime import datetime, timezone\n"
+                    "from lakefeed.blob.decode import ChunkRef, decode_chunk\n"
+                    "from lakefeed.storage import Store\n"
+                    f"ref = ChunkRef({str(folder)!r}, {str(relative)!r}, '00', datetime(2026, 1, 1, tzinfo=timezone.utc))\n"
+                    f"n = sum(b.num_rows for b in decode_chunk(Store({str(folder)!r}), ref))\n"
+                ),
+                1,
+            ),
         }
     return memory
 
@@ -122,8 +144,11 @@ def main() -> None:
     run_plan = plan(feed_root, start, end)
     # Exactly the chunk files the job reads (not the Publishing segment past lastConsumable).
     files = [full / c.path for c in run_plan.chunk_files if c.size]
-    figures["feed"] = {"chunkFiles": len(files), "bytes": sum(p.stat().st_size for p in files),
-                       "windows": len(run_plan.windows)}
+    figures["feed"] = {
+        "chunkFiles": len(files),
+        "bytes": sum(p.stat().st_size for p in files),
+        "windows": len(run_plan.windows),
+    }
 
     # --- Azurite: the SDK on a subset; plain fastavro and our job on the full feed ------------------
     sys.path.insert(0, str(ROOT))
@@ -158,8 +183,9 @@ def main() -> None:
         env = {**os.environ, "AZURE_STORAGE_CONNECTION_STRING": azurite.connection_string}
         with timed(seconds, "e2e_cold_azurite_spark_submit"):
             cold_azure = spark_submit(f"az://{CONTAINER}", start, end, lake, env=env)
-        figures["e2e_cold_azurite_records_per_s"] = round(cold_azure["recordsRead"] /
-                                                          seconds["e2e_cold_azurite_spark_submit"])
+        figures["e2e_cold_azurite_records_per_s"] = round(
+            cold_azure["recordsRead"] / seconds["e2e_cold_azurite_spark_submit"]
+        )
     finally:
         stop_azurite(azurite)
 
@@ -195,8 +221,9 @@ def main() -> None:
     shutil.rmtree(lake, ignore_errors=True)
     with timed(seconds, "e2e_cold_spark_submit"):
         cold = spark_submit(feed_root, start, end, lake)
-    figures["e2e_cold"] = {k: cold[k] for k in ("recordsRead", "eventsUnique", "eventsInserted", "stateInserted",
-                                                 "seconds")}
+    figures["e2e_cold"] = {
+        k: cold[k] for k in ("recordsRead", "eventsUnique", "eventsInserted", "stateInserted", "seconds")
+    }
     figures["e2e_cold_events_per_s"] = round(cold["eventsUnique"] / seconds["e2e_cold_spark_submit"])
     figures["e2e_cold_records_per_s"] = round(cold["recordsRead"] / seconds["e2e_cold_spark_submit"])
 
@@ -207,8 +234,9 @@ def main() -> None:
         spark_submit(str(previous), PREVIOUS_DAY.start - HOUR, prev_last, lake)
     with timed(seconds, "e2e_warm_spark_submit"):
         warm = spark_submit(feed_root, start, end, lake)
-    figures["e2e_warm"] = {k: warm[k] for k in ("eventsUnique", "eventsInserted", "stateInserted", "stateUpdated",
-                                                 "seconds")}
+    figures["e2e_warm"] = {
+        k: warm[k] for k in ("eventsUnique", "eventsInserted", "stateInserted", "stateUpdated", "seconds")
+    }
     figures["e2e_warm_events_per_s"] = round(warm["eventsUnique"] / seconds["e2e_warm_spark_submit"])
 
     # --- a long backfill: 24 windows, one Spark application -----------------------------------------
@@ -218,11 +246,12 @@ def main() -> None:
     day_last = ChangeFeed(Store(str(day))).last_consumable()
     with timed(seconds, "backfill_24_windows_one_application"):
         backfill = spark_submit(str(day), day_last - 24 * HOUR, day_last, lake)
-    figures["backfill_24_windows"] = {"windows": len(backfill["windows"]), "eventsUnique": backfill["eventsUnique"],
-                                      "events_per_s": round(backfill["eventsUnique"] /
-                                                            seconds["backfill_24_windows_one_application"]),
-                                      "seconds_per_window": round(seconds["backfill_24_windows_one_application"] /
-                                                                  len(backfill["windows"]), 2)}
+    figures["backfill_24_windows"] = {
+        "windows": len(backfill["windows"]),
+        "eventsUnique": backfill["eventsUnique"],
+        "events_per_s": round(backfill["eventsUnique"] / seconds["backfill_24_windows_one_application"]),
+        "seconds_per_window": round(seconds["backfill_24_windows_one_application"] / len(backfill["windows"]), 2),
+    }
     lake = DATA / "lake_day_one_window"
     shutil.rmtree(lake, ignore_errors=True)
     with timed(seconds, "one_window_one_application"):
@@ -239,18 +268,23 @@ def main() -> None:
 
     figures["seconds"] = seconds
     figures["ratios"] = {
-        "e2e_cold_vs_fastavro_local": round(figures["e2e_cold_records_per_s"] /
-                                            figures["fastavro_local_events_per_s"], 2),
-        "e2e_cold_azurite_vs_fastavro_azurite": round(figures["e2e_cold_azurite_records_per_s"] /
-                                                      figures["fastavro_azurite_events_per_s"], 2),
-        "backfill_window_vs_single_window_run": round(figures["backfill_24_windows"]["seconds_per_window"] /
-                                                      seconds["one_window_one_application"], 2),
+        "e2e_cold_vs_fastavro_local": round(
+            figures["e2e_cold_records_per_s"] / figures["fastavro_local_events_per_s"], 2
+        ),
+        "e2e_cold_azurite_vs_fastavro_azurite": round(
+            figures["e2e_cold_azurite_records_per_s"] / figures["fastavro_azurite_events_per_s"], 2
+        ),
+        "backfill_window_vs_single_window_run": round(
+            figures["backfill_24_windows"]["seconds_per_window"] / seconds["one_window_one_application"], 2
+        ),
         "e2e_cold_vs_sdk": round(figures["e2e_cold_events_per_s"] / figures["sdk_events_per_s"], 1),
         "e2e_warm_vs_sdk": round(figures["e2e_warm_events_per_s"] / figures["sdk_events_per_s"], 1),
-        "decode_vs_single_fastavro": round(figures["spark_decode_events_per_s"] /
-                                           figures["fastavro_local_events_per_s"], 2),
-        "record_decoder_vs_single_fastavro": round(figures["spark_python_decoder_events_per_s"] /
-                                                   figures["fastavro_local_events_per_s"], 2),
+        "decode_vs_single_fastavro": round(
+            figures["spark_decode_events_per_s"] / figures["fastavro_local_events_per_s"], 2
+        ),
+        "record_decoder_vs_single_fastavro": round(
+            figures["spark_python_decoder_events_per_s"] / figures["fastavro_local_events_per_s"], 2
+        ),
         "decoder_memory_50MB_vs_1MB": round(memory["50MB"]["peakMiB"] / memory["1MB"]["peakMiB"], 2),
         "chunk_size_50MB_vs_1MB": round(memory["50MB"]["chunkBytes"] / memory["1MB"]["chunkBytes"], 1),
     }

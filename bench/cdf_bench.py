@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import DATA, save, timed  # noqa: E402
+from common import DATA, save, timed
 
 KEYS = 200_000
 VERSIONS = 100
@@ -33,21 +33,34 @@ def main() -> None:
     figures: dict = {}
     seconds: dict = {}
     first, last = 2, VERSIONS + 1
-    ready = source.exists() and DeltaTable.isDeltaTable(spark, str(source)) and \
-        DeltaTable.forPath(spark, str(source)).history(1).collect()[0]["version"] == last
+    ready = (
+        source.exists()
+        and DeltaTable.isDeltaTable(spark, str(source))
+        and DeltaTable.forPath(spark, str(source)).history(1).collect()[0]["version"] == last
+    )
     if not ready:
         shutil.rmtree(source, ignore_errors=True)
         print(f"building the source: {KEYS} keys, then {VERSIONS} commits of {ROWS_PER_VERSION} updates", flush=True)
-        spark.sql(f"CREATE TABLE delta.`{source}` (id BIGINT, name STRING, amount BIGINT, touched INT) USING delta "
-                  "TBLPROPERTIES (delta.enableChangeDataFeed = true)")                              # v0
-        spark.range(KEYS).selectExpr("id", "concat('name-', id) AS name", "id * 10 AS amount",
-                                     "0 AS touched").write.format("delta").mode("append").save(str(source))  # v1
+        spark.sql(
+            f"CREATE TABLE delta.`{source}` (id BIGINT, name STRING, amount BIGINT, touched INT) USING delta "
+            "TBLPROPERTIES (delta.enableChangeDataFeed = true)"
+        )  # v0
+        spark.range(KEYS).selectExpr(
+            "id", "concat('name-', id) AS name", "id * 10 AS amount", "0 AS touched"
+        ).write.format("delta").mode("append").save(str(source))  # v1
         stripes = KEYS // ROWS_PER_VERSION
-        for version in range(first, last + 1):                                                      # v2..v101
-            spark.sql(f"UPDATE delta.`{source}` SET amount = amount + {version}, touched = {version} "
-                      f"WHERE pmod(id, {stripes}) = {version % stripes}")
-    changes = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)
-               .option("endingVersion", last).load(str(source)))
+        for version in range(first, last + 1):  # v2..v101
+            spark.sql(
+                f"UPDATE delta.`{source}` SET amount = amount + {version}, touched = {version} "
+                f"WHERE pmod(id, {stripes}) = {version % stripes}"
+            )
+    changes = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", first)
+        .option("endingVersion", last)
+        .load(str(source))
+    )
     changes.where("_change_type != 'update_preimage'").write.format("noop").mode("overwrite").save()  # warm-up
     for attempt in range(1, 4):  # interleaved, best of 3 each: the same noise reaches both
         for folder in (target, plain):
@@ -60,12 +73,18 @@ def main() -> None:
     for name in ("plain_read_and_overwrite", "ours_apply"):
         seconds[name] = min(seconds.pop(f"{name}_{attempt}") for attempt in range(1, 4))
     same = live_rows(spark, str(target)).count() == KEYS
-    figures.update({
-        "versions": VERSIONS, "changedRows": summary.rowsRead, "keysChanged": summary.keysChanged,
-        "updated": summary.updated, "seconds": seconds, "targetMatchesSourceRowCount": same,
-        "ours_rows_per_s": round(summary.rowsRead / seconds["ours_apply"]),
-        "ratios": {"ours_vs_plain_time": round(seconds["ours_apply"] / seconds["plain_read_and_overwrite"], 2)},
-    })
+    figures.update(
+        {
+            "versions": VERSIONS,
+            "changedRows": summary.rowsRead,
+            "keysChanged": summary.keysChanged,
+            "updated": summary.updated,
+            "seconds": seconds,
+            "targetMatchesSourceRowCount": same,
+            "ours_rows_per_s": round(summary.rowsRead / seconds["ours_apply"]),
+            "ratios": {"ours_vs_plain_time": round(seconds["ours_apply"] / seconds["plain_read_and_overwrite"], 2)},
+        }
+    )
     spark.stop()
     save("cdf", figures)
     print(json.dumps(figures, indent=2))

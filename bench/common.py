@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,8 +29,7 @@ def child_peak_rss_mb(code: str) -> float:
 
     Not ``ru_maxrss``: on Linux a child inherits its parent's high-water mark across fork.
     """
-    probe = code + ("\nprint('PEAK', next(l.split()[1] for l in open('/proc/self/status') "
-                    "if l.startswith('VmHWM')))")
+    probe = code + ("\nprint('PEAK', next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     return int(out.split("PEAK")[-1].strip()) / 1024
 
@@ -44,6 +43,9 @@ def machine() -> str:
 def save(section: str, figures: dict) -> None:
     DATA.mkdir(parents=True, exist_ok=True)
     everything = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    everything[section] = {**figures, "measured": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                           "machine": machine()}
+    everything[section] = {
+        **figures,
+        "measured": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+    }
     RESULTS.write_text(json.dumps(everything, indent=2))

@@ -15,12 +15,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import DATA, ROOT, save, timed  # noqa: E402
+from common import DATA, ROOT, save, timed
 
-from lakefeed.crdb.generator import SinkSpec, generate_sink  # noqa: E402
+from lakefeed.crdb.generator import SinkSpec, generate_sink
 
-MILLION = SinkSpec(steps=60, changes_per_step=15_000, customers=50_000, orders=150_000, steps_per_flush=3,
-                   flushes_per_resolved=2, seed=5)
+MILLION = SinkSpec(
+    steps=60,
+    changes_per_step=15_000,
+    customers=50_000,
+    orders=150_000,
+    steps_per_flush=3,
+    flushes_per_resolved=2,
+    seed=5,
+)
 
 
 def sink() -> tuple[Path, list[str]]:
@@ -50,19 +57,35 @@ def main() -> None:
     shutil.rmtree(lake, ignore_errors=True)
     summary_file = DATA / "crdb_summary.json"
     with timed(seconds, "job_cold_spark_submit"):
-        result = subprocess.run(["spark-submit", str(ROOT / "spark_jobs" / "cockroach_changefeed_job.py"),
-                                 "--sink-root", str(folder), "--target-root", str(lake), "--through-resolved",
-                                 resolved[-1], "--summary-json", str(summary_file)],
-                                env=os.environ.copy(), capture_output=True, text=True)
+        result = subprocess.run(
+            [
+                "spark-submit",
+                str(ROOT / "spark_jobs" / "cockroach_changefeed_job.py"),
+                "--sink-root",
+                str(folder),
+                "--target-root",
+                str(lake),
+                "--through-resolved",
+                resolved[-1],
+                "--summary-json",
+                str(summary_file),
+            ],
+            env=os.environ.copy(),
+            capture_output=True,
+            text=True,
+        )
     if result.returncode != 0:
         raise RuntimeError(result.stdout[-4000:])
     summary = json.loads(summary_file.read_text())
     figures = {
-        "files": summary["files"], "bytes": summary["bytesRead"], "messages": summary["messagesRead"],
+        "files": summary["files"],
+        "bytes": summary["bytesRead"],
+        "messages": summary["messagesRead"],
         "keys": sum(t["keysChanged"] for t in summary["topics"].values()),
         "json_loads_messages_per_s": round(messages / seconds["json_loads_single_process"]),
         "job_messages_per_s": round(summary["messagesRead"] / seconds["job_cold_spark_submit"]),
-        "stages": summary["seconds"], "seconds": seconds,
+        "stages": summary["seconds"],
+        "seconds": seconds,
     }
     figures["ratio_job_vs_json_loads"] = round(figures["job_messages_per_s"] / figures["json_loads_messages_per_s"], 2)
     save("crdb", figures)

@@ -1,6 +1,6 @@
 """Reproduce every benchmark figure and ratio with one command, then rewrite the table in bench/README.md.
 
-    make bench
+make bench
 """
 
 from __future__ import annotations
@@ -28,75 +28,129 @@ def table(results: dict) -> str:
     rows = [
         ("machine", blob.get("machine", "?"), ""),
         ("measured", blob.get("measured", "?"), ""),
-        ("feed (service-shaped: enum eventType)", f"{blob['feed']['chunkFiles']} chunk files, "
-         f"{blob['feed']['bytes'] / 1e6:.0f} MB, {blob['records_in_files']:,} records, {blob['feed']['windows']} windows", ""),
+        (
+            "feed (service-shaped: enum eventType)",
+            f"{blob['feed']['chunkFiles']} chunk files, "
+            f"{blob['feed']['bytes'] / 1e6:.0f} MB, {blob['records_in_files']:,} records, {blob['feed']['windows']} windows",
+            "",
+        ),
         ("Azure SDK ChangeFeedClient (Azurite, subset)", f"{blob['sdk_events_per_s']:,} events/s", ""),
         ("fastavro single process, local disk", f"{blob['fastavro_local_events_per_s']:,} records/s", ""),
-        ("fastavro single process, download + decode from Azurite",
-         f"{blob['fastavro_azurite_events_per_s']:,} records/s", ""),
-        ("our decode stage, columnar decoder (local[2])", f"{blob['spark_decode_events_per_s']:,} records/s",
-         f"{r['decode_vs_single_fastavro']}x single fastavro"),
-        ("our decode stage, fastavro record by record (local[2])",
-         f"{blob['spark_python_decoder_events_per_s']:,} records/s", f"{r['record_decoder_vs_single_fastavro']}x single fastavro"),
-        ("our job end to end, cold, local feed (spark-submit wall)",
-         f"{seconds['e2e_cold_spark_submit']:.1f} s, {blob['e2e_cold_records_per_s']:,} records/s",
-         f"{r['e2e_cold_vs_fastavro_local']}x fastavro (target 0.5x); target <= 31 s"),
-        ("our job end to end, cold, feed in Azurite",
-         f"{seconds['e2e_cold_azurite_spark_submit']:.1f} s, {blob['e2e_cold_azurite_records_per_s']:,} records/s",
-         f"{r['e2e_cold_azurite_vs_fastavro_azurite']}x fastavro from Azurite (target 0.5x)"),
-        ("our job end to end, warm (targets hold the previous day)", f"{blob['e2e_warm_events_per_s']:,} events/s",
-         f"{r['e2e_warm_vs_sdk']}x SDK"),
-        ("long backfill: 24 windows in one Spark application",
-         f"{blob['backfill_24_windows']['eventsUnique']:,} events, {blob['backfill_24_windows']['events_per_s']:,}"
-         f" events/s, {blob['backfill_24_windows']['seconds_per_window']} s per window",
-         f"{r['backfill_window_vs_single_window_run']}x the time of a one-window run per window"),
-        ("columnar decoder peak memory, ~1 MB vs ~50 MB chunk",
-         f"{blob['decoder_peak_memory']['1MB']['peakMiB']} / {blob['decoder_peak_memory']['50MB']['peakMiB']} MiB",
-         f"{r['decoder_memory_50MB_vs_1MB']}x for {r['chunk_size_50MB_vs_1MB']}x larger files (target 1.5x)"),
+        (
+            "fastavro single process, download + decode from Azurite",
+            f"{blob['fastavro_azurite_events_per_s']:,} records/s",
+            "",
+        ),
+        (
+            "our decode stage, columnar decoder (local[2])",
+            f"{blob['spark_decode_events_per_s']:,} records/s",
+            f"{r['decode_vs_single_fastavro']}x single fastavro",
+        ),
+        (
+            "our decode stage, fastavro record by record (local[2])",
+            f"{blob['spark_python_decoder_events_per_s']:,} records/s",
+            f"{r['record_decoder_vs_single_fastavro']}x single fastavro",
+        ),
+        (
+            "our job end to end, cold, local feed (spark-submit wall)",
+            f"{seconds['e2e_cold_spark_submit']:.1f} s, {blob['e2e_cold_records_per_s']:,} records/s",
+            f"{r['e2e_cold_vs_fastavro_local']}x fastavro (target 0.5x); target <= 31 s",
+        ),
+        (
+            "our job end to end, cold, feed in Azurite",
+            f"{seconds['e2e_cold_azurite_spark_submit']:.1f} s, {blob['e2e_cold_azurite_records_per_s']:,} records/s",
+            f"{r['e2e_cold_azurite_vs_fastavro_azurite']}x fastavro from Azurite (target 0.5x)",
+        ),
+        (
+            "our job end to end, warm (targets hold the previous day)",
+            f"{blob['e2e_warm_events_per_s']:,} events/s",
+            f"{r['e2e_warm_vs_sdk']}x SDK",
+        ),
+        (
+            "long backfill: 24 windows in one Spark application",
+            f"{blob['backfill_24_windows']['eventsUnique']:,} events, {blob['backfill_24_windows']['events_per_s']:,}"
+            f" events/s, {blob['backfill_24_windows']['seconds_per_window']} s per window",
+            f"{r['backfill_window_vs_single_window_run']}x the time of a one-window run per window",
+        ),
+        (
+            "columnar decoder peak memory, ~1 MB vs ~50 MB chunk",
+            f"{blob['decoder_peak_memory']['1MB']['peakMiB']} / {blob['decoder_peak_memory']['50MB']['peakMiB']} MiB",
+            f"{r['decoder_memory_50MB_vs_1MB']}x for {r['chunk_size_50MB_vs_1MB']}x larger files (target 1.5x)",
+        ),
         ("no new data: sensor check, no Spark", f"{blob['no_new_data_check_seconds'] * 1000:.2f} ms", ""),
     ]
     if scaling:
         b, c = scaling["blob"], scaling["cdf"]
         for label in ("small", "big"):
             w = b[label]["written"]
-            rows.append((f"hourly blob run, {b[label]['eventsUnique']:,} events, into {label} targets "
-                         f"({b['targets'][label]['events']:,} events, {b['targets'][label]['state']:,} state rows)",
-                         f"{b[label]['seconds']:.1f} s", f"wrote {_mb(w['bytes'])}, {w['stateFilesRewritten']} files "
-                         f"rewritten, {w['stateRowsCopied']} rows copied"))
+            rows.append(
+                (
+                    f"hourly blob run, {b[label]['eventsUnique']:,} events, into {label} targets "
+                    f"({b['targets'][label]['events']:,} events, {b['targets'][label]['state']:,} state rows)",
+                    f"{b[label]['seconds']:.1f} s",
+                    f"wrote {_mb(w['bytes'])}, {w['stateFilesRewritten']} files "
+                    f"rewritten, {w['stateRowsCopied']} rows copied",
+                )
+            )
         rows.append(("hourly blob run: big targets vs small", "", f"{b['ratio_big_vs_small']}x (target <= 1.5x)"))
         w = b["replay_big"]["written"]
-        rows.append(("blob replay of the applied window (big targets)", f"{b['replay_big']['seconds']:.1f} s",
-                     f"{w['commits']} commits, {_mb(w['bytes'])} written, {w['stateRowsCopied']} rows rewritten "
-                     "(target 0)"))
+        rows.append(
+            (
+                "blob replay of the applied window (big targets)",
+                f"{b['replay_big']['seconds']:.1f} s",
+                f"{w['commits']} commits, {_mb(w['bytes'])} written, {w['stateRowsCopied']} rows rewritten (target 0)",
+            )
+        )
         for kind, words in (("spread", "spread over all keys"), ("recent", "among the newest keys")):
             for label in ("small", "big"):
                 f = c[f"{kind}_{label}"]
                 w = f["written"]
-                rows.append((f"CDF: {f['keysChanged']:,} changed keys {words} into {f['targetRows']:,} rows",
-                             f"{f['seconds']:.1f} s", f"wrote {_mb(w['bytes'])}, {w['filesRewritten']} files "
-                             f"rewritten, {w['rowsCopied']} rows copied"))
-            rows.append((f"CDF, keys {words}: big target vs small", "",
-                         f"{c[f'ratio_{kind}_big_vs_small']}x (target <= 1.5x)"))
+                rows.append(
+                    (
+                        f"CDF: {f['keysChanged']:,} changed keys {words} into {f['targetRows']:,} rows",
+                        f"{f['seconds']:.1f} s",
+                        f"wrote {_mb(w['bytes'])}, {w['filesRewritten']} files "
+                        f"rewritten, {w['rowsCopied']} rows copied",
+                    )
+                )
+            rows.append(
+                (f"CDF, keys {words}: big target vs small", "", f"{c[f'ratio_{kind}_big_vs_small']}x (target <= 1.5x)")
+            )
         w = c["replay_big"]["written"]
-        rows.append(("CDF replay of the applied version (big target)", f"{c['replay_big']['seconds']:.1f} s",
-                     f"committed: {c['replay_big']['committed']}, {_mb(w['bytes'])} written, {w['rowsCopied']} rows "
-                     "rewritten (target 0)"))
+        rows.append(
+            (
+                "CDF replay of the applied version (big target)",
+                f"{c['replay_big']['seconds']:.1f} s",
+                f"committed: {c['replay_big']['committed']}, {_mb(w['bytes'])} written, {w['rowsCopied']} rows "
+                "rewritten (target 0)",
+            )
+        )
     if cdf:
         rows += [
-            ("CDF: plain read + overwrite", f"{cdf['seconds']['plain_read_and_overwrite']} s",
-             f"{cdf['changedRows']:,} changed rows, {cdf['versions']} versions"),
-            ("CDF: our apply (reduce + guarded MERGE)", f"{cdf['seconds']['ours_apply']} s "
-                                                        f"({cdf['ours_rows_per_s']:,} rows/s)",
-             f"{cdf['ratios']['ours_vs_plain_time']}x plain"),
+            (
+                "CDF: plain read + overwrite",
+                f"{cdf['seconds']['plain_read_and_overwrite']} s",
+                f"{cdf['changedRows']:,} changed rows, {cdf['versions']} versions",
+            ),
+            (
+                "CDF: our apply (reduce + guarded MERGE)",
+                f"{cdf['seconds']['ours_apply']} s ({cdf['ours_rows_per_s']:,} rows/s)",
+                f"{cdf['ratios']['ours_vs_plain_time']}x plain",
+            ),
         ]
     crdb = results.get("crdb")
     if crdb:
         rows += [
-            ("CockroachDB: bare json.loads, single process", f"{crdb['json_loads_messages_per_s']:,} messages/s",
-             f"{crdb['files']} files, {crdb['bytes'] / 1e6:.0f} MB, {crdb['messages']:,} messages"),
-            ("CockroachDB: our job, cold (spark-submit wall)",
-             f"{crdb['seconds']['job_cold_spark_submit']:.1f} s, {crdb['job_messages_per_s']:,} messages/s",
-             f"{crdb['ratio_job_vs_json_loads']}x bare json.loads; {crdb['keys']:,} keys merged"),
+            (
+                "CockroachDB: bare json.loads, single process",
+                f"{crdb['json_loads_messages_per_s']:,} messages/s",
+                f"{crdb['files']} files, {crdb['bytes'] / 1e6:.0f} MB, {crdb['messages']:,} messages",
+            ),
+            (
+                "CockroachDB: our job, cold (spark-submit wall)",
+                f"{crdb['seconds']['job_cold_spark_submit']:.1f} s, {crdb['job_messages_per_s']:,} messages/s",
+                f"{crdb['ratio_job_vs_json_loads']}x bare json.loads; {crdb['keys']:,} keys merged",
+            ),
         ]
     lines = ["| figure | value | ratio |", "| --- | --- | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
@@ -111,8 +165,12 @@ def main() -> int:
     results = json.loads(RESULTS.read_text())
     readme = HERE / "README.md"
     text = readme.read_text()
-    text = re.sub(r"<!-- results -->.*<!-- /results -->", f"<!-- results -->\n{table(results)}\n<!-- /results -->",
-                  text, flags=re.S)
+    text = re.sub(
+        r"<!-- results -->.*<!-- /results -->",
+        f"<!-- results -->\n{table(results)}\n<!-- /results -->",
+        text,
+        flags=re.S,
+    )
     readme.write_text(text)
     print(table(results))
     return 0

@@ -26,22 +26,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from blob_bench import feed, spark_submit  # noqa: E402
-from common import DATA, save, timed  # noqa: E402
+from blob_bench import feed, spark_submit
+from common import DATA, save, timed
 
-from lakefeed.blob.generator import FeedSpec  # noqa: E402
-from lakefeed.blob.timegrid import HOUR, TICKS_PER_SECOND, to_ticks  # noqa: E402
+from lakefeed.blob.generator import FeedSpec
+from lakefeed.blob.timegrid import HOUR, TICKS_PER_SECOND, to_ticks
 
-HOURLY = FeedSpec(hours=3, events_per_hour=100_000, shards=4, records_per_chunk=25_000, blobs=50_000,
-                  gap_hours=(), seed=12)
+HOURLY = FeedSpec(
+    hours=3, events_per_hour=100_000, shards=4, records_per_chunk=25_000, blobs=50_000, gap_hours=(), seed=12
+)
 EVENTS_GROWTH, STATE_GROWTH = 20, 100
 CDF_SMALL, CDF_BIG, CDF_CHANGES = 100_000, 10_000_000, 10_000
 
 
 def _written(summary: dict) -> dict:
-    return {"bytes": summary["eventsBytesWritten"] + summary["stateBytesWritten"],
-            "stateFilesRewritten": summary["stateFilesRewritten"], "stateRowsCopied": summary["stateRowsCopied"],
-            "commits": summary["commitsMade"]}
+    return {
+        "bytes": summary["eventsBytesWritten"] + summary["stateBytesWritten"],
+        "stateFilesRewritten": summary["stateFilesRewritten"],
+        "stateRowsCopied": summary["stateRowsCopied"],
+        "commits": summary["commitsMade"],
+    }
 
 
 def grow(spark, small: Path, big: Path) -> dict:
@@ -56,18 +60,29 @@ def grow(spark, small: Path, big: Path) -> dict:
     day = to_ticks(HOURLY.start.replace(hour=0, minute=0))
     step = (24 * 3600 * TICKS_PER_SECOND) // extra_events
     template = events.limit(1)
-    grown = (template.crossJoin(spark.range(extra_events).withColumnRenamed("id", "n"))
-             .withColumn("id", F.concat(F.lit("synthetic-"), F.col("n").cast("string")))
-             .withColumn("eventTimeTicks", F.lit(day) + F.col("n") * F.lit(step))
-             .withColumn("subject", F.concat(F.lit("/blobServices/default/containers/s/blobs/"), F.col("n") % 997))
-             .drop("n").select(*events.columns))
+    grown = (
+        template.crossJoin(spark.range(extra_events).withColumnRenamed("id", "n"))
+        .withColumn("id", F.concat(F.lit("synthetic-"), F.col("n").cast("string")))
+        .withColumn("eventTimeTicks", F.lit(day) + F.col("n") * F.lit(step))
+        .withColumn("subject", F.concat(F.lit("/blobServices/default/containers/s/blobs/"), F.col("n") % 997))
+        .drop("n")
+        .select(*events.columns)
+    )
     grown.repartitionByRange(40, "eventTimeTicks").write.format("delta").mode("append").save(str(big / "events"))
     extra_state = state.count() * (STATE_GROWTH - 1)
-    (state.limit(1).crossJoin(spark.range(extra_state).withColumnRenamed("id", "n"))
-     .withColumn("subject", F.concat(F.lit("/blobServices/default/containers/s/blobs/synthetic-"),
-                                     F.col("n").cast("string")))
-     .drop("n").select(*state.columns).repartition(8)
-     .write.format("delta").mode("append").save(str(big / "state")))
+    (
+        state.limit(1)
+        .crossJoin(spark.range(extra_state).withColumnRenamed("id", "n"))
+        .withColumn(
+            "subject", F.concat(F.lit("/blobServices/default/containers/s/blobs/synthetic-"), F.col("n").cast("string"))
+        )
+        .drop("n")
+        .select(*state.columns)
+        .repartition(8)
+        .write.format("delta")
+        .mode("append")
+        .save(str(big / "state"))
+    )
     return {"events": events.count() + extra_events, "state": state.count() + extra_state}
 
 
@@ -79,8 +94,12 @@ def blob(spark) -> dict:
     print("filling the small targets with the hours before the measured window", flush=True)
     spark_submit(str(root), first, window, small)
     big = DATA / "scaling_big"
-    sizes = {"small": {"events": spark.read.format("delta").load(str(small / "events")).count(),
-                       "state": spark.read.format("delta").load(str(small / "state")).count()}}
+    sizes = {
+        "small": {
+            "events": spark.read.format("delta").load(str(small / "events")).count(),
+            "state": spark.read.format("delta").load(str(small / "state")).count(),
+        }
+    }
     print("growing the big targets", flush=True)
     sizes["big"] = grow(spark, small, big)
     seconds: dict = {}
@@ -96,8 +115,12 @@ def blob(spark) -> dict:
     for label in ("small", "big"):
         best = min((1, 2), key=lambda a: seconds[f"blob_{label}_{a}"])
         summary = runs[f"{label}_{best}"]
-        figures[label] = {"seconds": seconds[f"blob_{label}_{best}"], "eventsUnique": summary["eventsUnique"],
-                          "written": _written(summary), "stages": summary["seconds"]}
+        figures[label] = {
+            "seconds": seconds[f"blob_{label}_{best}"],
+            "eventsUnique": summary["eventsUnique"],
+            "written": _written(summary),
+            "stages": summary["seconds"],
+        }
     lake = DATA / "scaling_run_big"
     with timed(seconds, "blob_replay_big"):
         replay = spark_submit(str(root), window, window + HOUR, lake)
@@ -116,10 +139,18 @@ def cdf(spark) -> dict:
         for folder in (source, target):
             shutil.rmtree(folder, ignore_errors=True)
         print(f"building the {label} CDF source and target ({keys:,} keys)", flush=True)
-        spark.sql(f"CREATE TABLE delta.`{source}` (id BIGINT, name STRING, amount BIGINT, touched INT) USING delta "
-                  "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
-        (spark.range(keys).selectExpr("id", "concat('name-', id) AS name", "id * 10 AS amount", "0 AS touched")
-         .repartition(max(1, keys // 500_000)).write.format("delta").mode("append").save(str(source)))
+        spark.sql(
+            f"CREATE TABLE delta.`{source}` (id BIGINT, name STRING, amount BIGINT, touched INT) USING delta "
+            "TBLPROPERTIES (delta.enableChangeDataFeed = true)"
+        )
+        (
+            spark.range(keys)
+            .selectExpr("id", "concat('name-', id) AS name", "id * 10 AS amount", "0 AS touched")
+            .repartition(max(1, keys // 500_000))
+            .write.format("delta")
+            .mode("append")
+            .save(str(source))
+        )
         full_refresh(spark, str(source), str(target), ["id"])
         tables[label] = (source, target, keys)
     seconds: dict = {}
@@ -131,29 +162,42 @@ def cdf(spark) -> dict:
     for attempt in (1, 2, 3):
         for kind, where in spread.items():
             for label, (source, target, keys) in tables.items():
-                spark.sql(f"UPDATE delta.`{source}` SET amount = amount + {attempt}, touched = {attempt} "
-                          f"WHERE {where(keys, attempt)}")
+                spark.sql(
+                    f"UPDATE delta.`{source}` SET amount = amount + {attempt}, touched = {attempt} "
+                    f"WHERE {where(keys, attempt)}"
+                )
                 version = spark.sql(f"DESCRIBE HISTORY delta.`{source}`").collect()[0]["version"]
                 with timed(seconds, f"cdf_{kind}_{label}_{attempt}"):
-                    summaries[f"{kind}_{label}_{attempt}"] = run(spark, str(source), str(target), ["id"], version,
-                                                                 version)
+                    summaries[f"{kind}_{label}_{attempt}"] = run(
+                        spark, str(source), str(target), ["id"], version, version
+                    )
     for kind in spread:
         for label in tables:
             best = min((1, 2, 3), key=lambda a: seconds[f"cdf_{kind}_{label}_{a}"])
             s = summaries[f"{kind}_{label}_{best}"]
-            figures[f"{kind}_{label}"] = {"targetRows": tables[label][2], "seconds": seconds[f"cdf_{kind}_{label}_{best}"],
-                                          "keysChanged": s.keysChanged, "updated": s.updated,
-                                          "written": {"bytes": s.bytesWritten, "filesRewritten": s.filesRewritten,
-                                                      "rowsCopied": s.rowsCopied}}
-        figures[f"ratio_{kind}_big_vs_small"] = round(figures[f"{kind}_big"]["seconds"] /
-                                                      figures[f"{kind}_small"]["seconds"], 2)
+            figures[f"{kind}_{label}"] = {
+                "targetRows": tables[label][2],
+                "seconds": seconds[f"cdf_{kind}_{label}_{best}"],
+                "keysChanged": s.keysChanged,
+                "updated": s.updated,
+                "written": {"bytes": s.bytesWritten, "filesRewritten": s.filesRewritten, "rowsCopied": s.rowsCopied},
+            }
+        figures[f"ratio_{kind}_big_vs_small"] = round(
+            figures[f"{kind}_big"]["seconds"] / figures[f"{kind}_small"]["seconds"], 2
+        )
     source, target, _ = tables["big"]
     version = spark.sql(f"DESCRIBE HISTORY delta.`{source}`").collect()[0]["version"]
     with timed(seconds, "cdf_replay_big"):
         replay = run(spark, str(source), str(target), ["id"], version, version)
-    figures["replay_big"] = {"seconds": seconds["cdf_replay_big"], "committed": replay.committed,
-                             "written": {"bytes": replay.bytesWritten, "filesRewritten": replay.filesRewritten,
-                                         "rowsCopied": replay.rowsCopied}}
+    figures["replay_big"] = {
+        "seconds": seconds["cdf_replay_big"],
+        "committed": replay.committed,
+        "written": {
+            "bytes": replay.bytesWritten,
+            "filesRewritten": replay.filesRewritten,
+            "rowsCopied": replay.rowsCopied,
+        },
+    }
     return figures
 
 

@@ -48,6 +48,7 @@ from lakefeed_airflow.pipeline_dag import wire_pipeline
 from lakefeed_airflow.sensors import ChangeFeedReadySensor
 from lakefeed_airflow.settings import TEMPLATE_MACROS
 
+
 @dag(
     dag_id="blob_changefeed_to_delta",
     description="Azure Blob Storage change feed → Delta events and state tables, hourly, exactly once",
@@ -73,15 +74,22 @@ def blob_changefeed_to_delta():
         poke_seconds="{{ lakefeed.blob.sensor_poke_seconds }}",
         timeout_seconds="{{ lakefeed.blob.sensor_timeout_seconds }}",
         skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.window_start or params.window_end "
-                    "else ('checkpoint reset' if params.reset_checkpoint else '') }}",
+        "else ('checkpoint reset' if params.reset_checkpoint else '') }}",
         deferrable=True,
         retries=0,
     )
 
-    wire_pipeline(sensor=wait_for_ready_window, plan=blob_tasks.plan_task, job_arguments=blob_tasks.arguments_task,
-                  commit=blob_tasks.commit_task, plan_task_id="plan_windows", apply_task_id="ingest_windows",
-                  commit_task_id=blob_tasks.COMMIT_TASK_ID, job_script=blob_tasks.JOB_SCRIPT,
-                  job_name="blob_changefeed_to_delta")
+    wire_pipeline(
+        sensor=wait_for_ready_window,
+        plan=blob_tasks.plan_task,
+        job_arguments=blob_tasks.arguments_task,
+        commit=blob_tasks.commit_task,
+        plan_task_id="plan_windows",
+        apply_task_id="ingest_windows",
+        commit_task_id=blob_tasks.COMMIT_TASK_ID,
+        job_script=blob_tasks.JOB_SCRIPT,
+        job_name="blob_changefeed_to_delta",
+    )
 
 
 blob_changefeed_to_delta()

@@ -60,16 +60,23 @@ def cockroach_changefeed_to_delta():
         timeout_seconds="{{ lakefeed.crdb.sensor_timeout_seconds }}",
         # A range in the params (even half of one, which the plan then refuses at once) waits for nothing.
         skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.through_resolved "
-                    "or params.after_resolved "
-                    "else ('checkpoint reset' if params.reset_checkpoint else '') }}",
+        "or params.after_resolved "
+        "else ('checkpoint reset' if params.reset_checkpoint else '') }}",
         deferrable=True,
         retries=0,
     )
 
-    wire_pipeline(sensor=wait_for_resolved, plan=crdb_tasks.plan_task, job_arguments=crdb_tasks.arguments_task,
-                  commit=crdb_tasks.commit_task, plan_task_id="plan_ranges", apply_task_id="apply_ranges",
-                  commit_task_id=crdb_tasks.COMMIT_TASK_ID, job_script=crdb_tasks.JOB_SCRIPT,
-                  job_name="cockroach_changefeed_to_delta")
+    wire_pipeline(
+        sensor=wait_for_resolved,
+        plan=crdb_tasks.plan_task,
+        job_arguments=crdb_tasks.arguments_task,
+        commit=crdb_tasks.commit_task,
+        plan_task_id="plan_ranges",
+        apply_task_id="apply_ranges",
+        commit_task_id=crdb_tasks.COMMIT_TASK_ID,
+        job_script=crdb_tasks.JOB_SCRIPT,
+        job_name="cockroach_changefeed_to_delta",
+    )
 
 
 cockroach_changefeed_to_delta()

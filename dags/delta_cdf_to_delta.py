@@ -68,15 +68,23 @@ def delta_cdf_to_delta():
         poke_seconds="{{ lakefeed.cdf.sensor_poke_seconds }}",
         timeout_seconds="{{ lakefeed.cdf.sensor_timeout_seconds }}",
         skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.starting_version is not none "
-                    "or params.ending_version is not none else ('full refresh' if params.full_refresh else '') }}",
+        "or params.ending_version is not none else ('full refresh' if params.full_refresh else '') }}",
         deferrable=True,
         retries=0,
     )
 
-    wire_pipeline(sensor=wait_for_new_versions, plan=cdf_tasks.plan_task, job_arguments=cdf_tasks.arguments_task,
-                  commit=cdf_tasks.commit_task, plan_task_id="plan_ranges", apply_task_id="apply_ranges",
-                  commit_task_id=cdf_tasks.COMMIT_TASK_ID, job_script=cdf_tasks.JOB_SCRIPT,
-                  job_name="delta_cdf_to_delta", job_connections=cdf_tasks.connections_task)
+    wire_pipeline(
+        sensor=wait_for_new_versions,
+        plan=cdf_tasks.plan_task,
+        job_arguments=cdf_tasks.arguments_task,
+        commit=cdf_tasks.commit_task,
+        plan_task_id="plan_ranges",
+        apply_task_id="apply_ranges",
+        commit_task_id=cdf_tasks.COMMIT_TASK_ID,
+        job_script=cdf_tasks.JOB_SCRIPT,
+        job_name="delta_cdf_to_delta",
+        job_connections=cdf_tasks.connections_task,
+    )
 
 
 delta_cdf_to_delta()

@@ -35,10 +35,12 @@ class LakefeedMonitorPlugin(AirflowPlugin):
     name = "lakefeed_monitor"
     fastapi_apps = _MonitorApps()
     fastapi_root_middlewares = _TriggerCheck()
-    external_views = [{
-        "name": "Lakefeed pipelines",
-        "href": "/lakefeed/",
-        "destination": "nav",
-        "category": "browse",
-        "url_route": "lakefeed",
-    }]
+    external_views = [  # noqa: RUF012 (AirflowPlugin reads it as a class attribute)
+        {
+            "name": "Lakefeed pipelines",
+            "href": "/lakefeed/",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "lakefeed",
+        }
+    ]

@@ -67,7 +67,7 @@ def run_logged(command: list[str], log: Path, env: dict, step: Step) -> int:
 
 def result_of(log: Path) -> dict:
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("RESULT ")]
-    return json.loads(lines[-1][len("RESULT "):]) if lines else {}
+    return json.loads(lines[-1][len("RESULT ") :]) if lines else {}
 
 
 def failed(log: Path) -> int:
@@ -99,22 +99,30 @@ def changed(report: dict) -> str:
     parts = []
     for change in report.get("targetsChanged", []):
         x = change["extra"]
-        parts.append(f"{Path(change['table']).name} +{n(x['rowsInserted'])} ~{n(x['rowsUpdated'])} "
-                     f"-{n(x['rowsDeleted'])} (v{x['targetVersion']})")
+        parts.append(
+            f"{Path(change['table']).name} +{n(x['rowsInserted'])} ~{n(x['rowsUpdated'])} "
+            f"-{n(x['rowsDeleted'])} (v{x['targetVersion']})"
+        )
     return ", ".join(parts) or "nothing changed"
 
 
 def describe(dag_id: str, report: dict) -> str:
     if dag_id == BLOB:
-        return (f"{report['windowsPlanned']} windows, {n(report['recordsRead'])} records read, "
-                f"{n(report['eventsClaimed'])} events claimed, {n(report['duplicatesRemoved'])} duplicates removed; "
-                f"watermark {report['watermark']}, lag {n(report['lagHours'])} h\n      {changed(report)}")
+        return (
+            f"{report['windowsPlanned']} windows, {n(report['recordsRead'])} records read, "
+            f"{n(report['eventsClaimed'])} events claimed, {n(report['duplicatesRemoved'])} duplicates removed; "
+            f"watermark {report['watermark']}, lag {n(report['lagHours'])} h\n      {changed(report)}"
+        )
     if dag_id == CDF:
         demo = report["pipelines"]["demo"]
-        return (f"versions {demo['versions']}, {n(demo['rowsRead'])} change rows read; applied version "
-                f"{demo['appliedVersion']}, lag {n(demo['lagVersions'])} versions\n      {changed(report)}")
-    return (f"{n(report['messagesRead'])} messages read, {n(report['duplicatesDropped'])} duplicates dropped; "
-            f"resolved {report['resolved']}\n      {changed(report)}")
+        return (
+            f"versions {demo['versions']}, {n(demo['rowsRead'])} change rows read; applied version "
+            f"{demo['appliedVersion']}, lag {n(demo['lagVersions'])} versions\n      {changed(report)}"
+        )
+    return (
+        f"{n(report['messagesRead'])} messages read, {n(report['duplicatesDropped'])} duplicates dropped; "
+        f"resolved {report['resolved']}\n      {changed(report)}"
+    )
 
 
 def main() -> int:
@@ -140,17 +148,22 @@ def main() -> int:
     print(f"lakefeed demo: three DAGs through `airflow dags test`; data under {shown}, logs in {shown}/logs")
 
     step = Step(1, 5, "generate the blob change feed, the CockroachDB sink and the Delta CDF source")
-    truth = generate_feed(data / "feed", FeedSpec(hours=args.hours, events_per_hour=args.events_per_hour,
-                                                  shards=args.shards, records_per_chunk=2_000))
+    truth = generate_feed(
+        data / "feed",
+        FeedSpec(hours=args.hours, events_per_hour=args.events_per_hour, shards=args.shards, records_per_chunk=2_000),
+    )
     sink = generate_sink(data / "crdb_sink", SinkSpec(steps=30, changes_per_step=60))
     log = logs / "cdf-source.log"
-    if run_logged([sys.executable, str(ROOT / "scripts" / "demo_spark.py"), "make-cdf-source", str(data)],
-                  log, env, step):
+    if run_logged(
+        [sys.executable, str(ROOT / "scripts" / "demo_spark.py"), "make-cdf-source", str(data)], log, env, step
+    ):
         return failed(log)
     latest = result_of(log)["latestVersion"]
     forget_checkpoints()
-    step.done(f"{len(truth.events):,} blob events in {args.shards} shards over {args.hours} h; "
-              f"{sink.messages:,} sink messages; CDF source versions 0..{latest}")
+    step.done(
+        f"{len(truth.events):,} blob events in {args.shards} shards over {args.hours} h; "
+        f"{sink.messages:,} sink messages; CDF source versions 0..{latest}"
+    )
 
     for number, dag_id in enumerate((BLOB, CDF, CRDB), start=2):
         step = Step(number, 5, f"airflow dags test {dag_id}")
@@ -164,14 +177,20 @@ def main() -> int:
         print(f"      {describe(dag_id, report)}")
 
     windows = truth.ready_windows()
-    expected = {"events": [e.id for e in truth.claimed(windows)],
-                "state": {subject: e.id for subject, e in truth.state(windows).items()},
-                "crdb": {topic: sorted(sink.live(topic)) for topic in ("customers", "orders")}}
+    expected = {
+        "events": [e.id for e in truth.claimed(windows)],
+        "state": {subject: e.id for subject, e in truth.state(windows).items()},
+        "crdb": {topic: sorted(sink.live(topic)) for topic in ("customers", "orders")},
+    }
     (logs / "expected.json").write_text(json.dumps(expected))
     step = Step(5, 5, "check every target against the generated ground truth")
     log = logs / "check.log"
-    code = run_logged([sys.executable, str(ROOT / "scripts" / "demo_spark.py"), "check", str(data),
-                       str(logs / "expected.json")], log, env, step)
+    code = run_logged(
+        [sys.executable, str(ROOT / "scripts" / "demo_spark.py"), "check", str(data), str(logs / "expected.json")],
+        log,
+        env,
+        step,
+    )
     result = result_of(log)
     if code != 0 or not result:
         return failed(log)

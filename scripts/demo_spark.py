@@ -28,14 +28,20 @@ def make_cdf_source(data: Path) -> dict:
     spark = session()
     source = data / "cdf" / "source"
     table = f"delta.`{source}`"
-    create_source(spark, str(source), rows=12)                                          # v0 create, v1 12 rows
+    create_source(spark, str(source), rows=12)  # v0 create, v1 12 rows
     spark.sql(f"UPDATE {table} SET amount = amount + 1, touched = 2 WHERE id IN (1, 2, 3)")
-    spark.sql(f"UPDATE {table} SET amount = amount + 1, touched = 3 WHERE id = 1")        # key 1 again
+    spark.sql(f"UPDATE {table} SET amount = amount + 1, touched = 3 WHERE id = 1")  # key 1 again
     spark.sql(f"DELETE FROM {table} WHERE id IN (4, 5)")
-    spark.sql(f"UPDATE {table} SET amount = 999, touched = 5 WHERE id = 1")               # and again
-    (spark.createDataFrame([(9, "replaced-9", 90, 6), (20, "new-20", 200, 6)],
-                           "id BIGINT, name STRING, amount BIGINT, touched INT")
-     .write.format("delta").mode("overwrite").option("replaceWhere", "id >= 9").save(str(source)))
+    spark.sql(f"UPDATE {table} SET amount = 999, touched = 5 WHERE id = 1")  # and again
+    (
+        spark.createDataFrame(
+            [(9, "replaced-9", 90, 6), (20, "new-20", 200, 6)], "id BIGINT, name STRING, amount BIGINT, touched INT"
+        )
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", "id >= 9")
+        .save(str(source))
+    )
     return {"latestVersion": latest_version(spark, str(source))}
 
 
@@ -50,8 +56,14 @@ def check(data: Path, expected: dict) -> dict:
     state = {r["subject"]: r["eventId"] for r in read.load(str(lake / "blob_state")).collect()}
     cdf_target = sorted(map(tuple, live_rows(spark, str(data / "cdf" / "target")).collect()))
     cdf_source = sorted(map(tuple, read.load(str(data / "cdf" / "source")).collect()))
-    crdb = {topic: {r["_crdb_key"] for r in read.load(str(lake / "crdb" / topic)).where("NOT _crdb_deleted")
-                    .select("_crdb_key").collect()} == set(keys) for topic, keys in expected["crdb"].items()}
+    crdb = {
+        topic: {
+            r["_crdb_key"]
+            for r in read.load(str(lake / "crdb" / topic)).where("NOT _crdb_deleted").select("_crdb_key").collect()
+        }
+        == set(keys)
+        for topic, keys in expected["crdb"].items()
+    }
     figures = {
         "blob events": events == set(expected["events"]),
         "blob state": state == expected["state"],

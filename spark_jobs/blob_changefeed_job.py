@@ -37,21 +37,29 @@ log = logging.getLogger("blob_changefeed_job")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--feed-root", required=True,
-                        help="the $blobchangefeed container: a local folder or a storage URL")
+    parser.add_argument(
+        "--feed-root", required=True, help="the $blobchangefeed container: a local folder or a storage URL"
+    )
     parser.add_argument("--window-start", required=True, type=_time, help="first window start (ISO-8601, UTC)")
     parser.add_argument("--window-end", required=True, type=_time, help="end of the last window (exclusive)")
     parser.add_argument("--events-table", required=True, help="Delta events table path or URL")
     parser.add_argument("--state-table", required=True, help="Delta state table path or URL")
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
-    parser.add_argument("--decoder", choices=DECODERS, default="auto",
-                        help="auto: the columnar decoder (arrow-avro) for chunk files whose writer schema the "
-                             "superset represents exactly, fastavro record by record for the rest; python: "
-                             "fastavro record by record for every file")
-    parser.add_argument("--acknowledge-data-loss", action="store_true",
-                        help="apply what remains when a segment read names shard folders holding no chunk file "
-                             "(deleted by retention): skip them and list them in the summary's missingShards; "
-                             "without it such a run is refused (exit 2)")
+    parser.add_argument(
+        "--decoder",
+        choices=DECODERS,
+        default="auto",
+        help="auto: the columnar decoder (arrow-avro) for chunk files whose writer schema the "
+        "superset represents exactly, fastavro record by record for the rest; python: "
+        "fastavro record by record for every file",
+    )
+    parser.add_argument(
+        "--acknowledge-data-loss",
+        action="store_true",
+        help="apply what remains when a segment read names shard folders holding no chunk file "
+        "(deleted by retention): skip them and list them in the summary's missingShards; "
+        "without it such a run is refused (exit 2)",
+    )
     add_pipeline_id_argument(parser)
     return parser.parse_args(argv)
 
@@ -69,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     def prepare():
         from lakefeed.blob.job import plan
 
-        return plan(args.feed_root, args.window_start, args.window_end,
-                    acknowledge_data_loss=args.acknowledge_data_loss)
+        return plan(
+            args.feed_root, args.window_start, args.window_end, acknowledge_data_loss=args.acknowledge_data_loss
+        )
 
     def work(spark, run_plan):
         from lakefeed.blob.job import format_summary, run

@@ -54,14 +54,24 @@ def _parquet_keys(text: str) -> dict[str, list[str]]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sink-root", required=True, help="the changefeed's sink path: a local folder or a storage URL")
+    parser.add_argument(
+        "--sink-root", required=True, help="the changefeed's sink path: a local folder or a storage URL"
+    )
     parser.add_argument("--target-root", required=True, help="folder of the Delta tables, one per topic")
     parser.add_argument("--after-resolved", type=_hlc, help="apply files after this RESOLVED file (<wall>.<logical>)")
     parser.add_argument("--through-resolved", required=True, type=_hlc, help="up to this RESOLVED file")
-    parser.add_argument("--parquet-keys", type=_parquet_keys, default={},
-                        help="for format=parquet feeds: TOPIC=COL[,COL][;TOPIC=…], each topic's primary key")
-    parser.add_argument("--late-file-lookback-hours", type=float, default=24.0,
-                        help="how far before --after-resolved to look for files named late (default 24)")
+    parser.add_argument(
+        "--parquet-keys",
+        type=_parquet_keys,
+        default={},
+        help="for format=parquet feeds: TOPIC=COL[,COL][;TOPIC=…], each topic's primary key",
+    )
+    parser.add_argument(
+        "--late-file-lookback-hours",
+        type=float,
+        default=24.0,
+        help="how far before --after-resolved to look for files named late (default 24)",
+    )
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
     add_pipeline_id_argument(parser)
     return parser.parse_args(argv)
@@ -73,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     def prepare():
         from lakefeed.crdb.job import plan
 
-        return plan(args.sink_root, args.after_resolved, args.through_resolved,
-                    timedelta(hours=args.late_file_lookback_hours))
+        return plan(
+            args.sink_root, args.after_resolved, args.through_resolved, timedelta(hours=args.late_file_lookback_hours)
+        )
 
     def work(spark, planned):
         from lakefeed.crdb.job import format_summary, run

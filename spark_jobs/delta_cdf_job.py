@@ -64,8 +64,15 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.full_refresh:
             return full_refresh(spark, args.source_table, args.target_table, args.keys, args.version, args.columns)
-        return run(spark, args.source_table, args.target_table, args.keys, args.starting_version,
-                   args.ending_version, args.columns)
+        return run(
+            spark,
+            args.source_table,
+            args.target_table,
+            args.keys,
+            args.starting_version,
+            args.ending_version,
+            args.columns,
+        )
 
     return run_spark_job("delta_cdf_to_delta", args.summary_json, lambda: None, work, args.pipeline_id)
 

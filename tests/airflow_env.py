@@ -45,8 +45,9 @@ def dags_test_command(dag_id: str, conf: dict | None = None) -> list[str]:
     return ["airflow", "dags", "test", dag_id] + (["-c", json.dumps(conf)] if conf else [])
 
 
-def dags_test(env: dict[str, str], dag_id: str, conf: dict | None = None,
-              succeed: bool = True) -> subprocess.CompletedProcess:
+def dags_test(
+    env: dict[str, str], dag_id: str, conf: dict | None = None, succeed: bool = True
+) -> subprocess.CompletedProcess:
     """One `airflow dags test` run; by default it must succeed (its exit code reflects failed tasks)."""
     result = subprocess.run(dags_test_command(dag_id, conf), env=env, capture_output=True, text=True, timeout=900)
     if (result.returncode == 0) != succeed:
@@ -93,16 +94,20 @@ def last_run_id(env: dict[str, str], dag_id: str) -> str | None:
 def task_tries(env: dict[str, str], dag_id: str, run_id: str) -> dict[str, tuple[str, int]]:
     """``{task_id or task_id[map_index]: (state, try_number)}`` of one DAG run, from the metadata database."""
     with _metadata(env) as db:
-        rows = db.execute("SELECT task_id, map_index, state, try_number FROM task_instance WHERE dag_id = ? AND "
-                          "run_id = ?", (dag_id, run_id)).fetchall()
+        rows = db.execute(
+            "SELECT task_id, map_index, state, try_number FROM task_instance WHERE dag_id = ? AND run_id = ?",
+            (dag_id, run_id),
+        ).fetchall()
     return {(task if index < 0 else f"{task}[{index}]"): (state, tries) for task, index, state, tries in rows}
 
 
 def xcom(env: dict[str, str], dag_id: str, run_id: str, task_id: str):
     """The return value a task of a run pushed (the commit tasks' run summaries)."""
     with _metadata(env) as db:
-        row = db.execute("SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = "
-                         "'return_value'", (dag_id, run_id, task_id)).fetchone()
+        row = db.execute(
+            "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = 'return_value'",
+            (dag_id, run_id, task_id),
+        ).fetchone()
     return json.loads(row[0]) if row else None
 
 
@@ -116,8 +121,11 @@ def wait_for(condition, seconds: float, what: str):
     raise AssertionError(f"timed out after {seconds}s waiting for {what}")
 
 
-APPLY_TASKS = {"blob_changefeed_to_delta": "ingest_windows", "delta_cdf_to_delta": "apply_ranges",
-               "cockroach_changefeed_to_delta": "apply_ranges"}
+APPLY_TASKS = {
+    "blob_changefeed_to_delta": "ingest_windows",
+    "delta_cdf_to_delta": "apply_ranges",
+    "cockroach_changefeed_to_delta": "apply_ranges",
+}
 
 
 def job_summaries(env: dict[str, str], dag_id: str) -> list[dict]:
@@ -125,8 +133,11 @@ def job_summaries(env: dict[str, str], dag_id: str) -> list[dict]:
     returned (what the commit step credits)."""
     run_id = last_run_id(env, dag_id)
     with _metadata(env) as db:
-        rows = db.execute("SELECT map_index, value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = "
-                          "'return_value' ORDER BY map_index", (dag_id, run_id, APPLY_TASKS[dag_id])).fetchall()
+        rows = db.execute(
+            "SELECT map_index, value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = "
+            "'return_value' ORDER BY map_index",
+            (dag_id, run_id, APPLY_TASKS[dag_id]),
+        ).fetchall()
     return [json.loads(value) for _, value in rows]
 
 
@@ -136,8 +147,10 @@ def asset_events(env: dict[str, str], uri: str) -> list[dict]:
     from airflow.sdk import Asset
 
     uri = Asset(uri).uri  # as Airflow stores it (``abfss://c@account.dfs.core.windows.net`` gains a ``/``)
-    query = ("SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
-             "WHERE asset.uri = {} ORDER BY asset_event.id")
+    query = (
+        "SELECT asset_event.extra FROM asset_event JOIN asset ON asset.id = asset_event.asset_id "
+        "WHERE asset.uri = {} ORDER BY asset_event.id"
+    )
     if env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"):
         import sqlalchemy
 
@@ -160,8 +173,11 @@ def assert_each_entry_announced_once(env: dict[str, str], table: str, pipeline_i
     from lakefeed.ledger import entries_after
 
     events = asset_events(env, table_uri(table))
-    announced = sorted((version, commit_id) for extra in events
-                       for version, commit_id in zip(extra.get("commits", []), extra.get("commitIds", [])))
+    announced = sorted(
+        (version, commit_id)
+        for extra in events
+        for version, commit_id in zip(extra.get("commits", []), extra.get("commitIds", []), strict=False)
+    )
     entries = [(entry.version, entry.commit_id) for entry in entries_after(table, pipeline_id, None)[0]]
     assert entries, f"{table} has no ledger entry of {pipeline_id}"
     assert announced == entries, (announced, entries)

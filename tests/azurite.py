@@ -35,8 +35,10 @@ class Azurite:
 
     @property
     def connection_string(self) -> str:
-        return (f"DefaultEndpointsProtocol=http;AccountName={self.account};AccountKey={self.key};"
-                f"BlobEndpoint={self.endpoint};")
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={self.account};AccountKey={self.key};"
+            f"BlobEndpoint={self.endpoint};"
+        )
 
     def container(self, name: str):
         from azure.storage.blob import BlobServiceClient
@@ -75,10 +77,22 @@ def start_azurite(location: Path, account: str = "lakefeedacct") -> Azurite:
     key = base64.b64encode(os.urandom(32)).decode()
     port = _free_port()
     process = subprocess.Popen(
-        [str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(location),
-         "--skipApiVersionCheck", "--silent", "--loose", "--disableTelemetry"],
+        [
+            str(AZURITE),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--location",
+            str(location),
+            "--skipApiVersionCheck",
+            "--silent",
+            "--loose",
+            "--disableTelemetry",
+        ],
         env={**os.environ, "AZURITE_ACCOUNTS": f"{account}:{key}"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

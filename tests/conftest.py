@@ -61,20 +61,20 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 # file starting when everything else is done (xdist's default order, by test count, does just that:
 # it puts these one- to four-test files last).
 LONGEST_FIRST = (  # measured in a CI rehearsal (seconds of the file, under load)
-    "tests/fullstack/test_multi_worker.py",             # ~600, one test: start it first
-    "tests/integration/test_cdf_dag.py",                # ~1100
-    "tests/integration/test_cdf_job.py",                # ~1100
-    "tests/integration/test_blob_dag.py",               # ~1000
-    "tests/integration/test_cdf_dag_identity.py",       # ~550
-    "tests/integration/test_blob_job.py",               # ~500
-    "tests/ui/test_ui.py",                              # ~400
-    "tests/integration/test_azure_dags.py",             # ~240 alone
-    "tests/integration/test_azure_crdb_dag.py",         # ~150 alone
-    "tests/integration/test_crdb_dag_identity.py",      # ~390
-    "tests/integration/test_crdb_dag.py",               # ~380
-    "tests/integration/test_blob_dag_retention.py",     # ~310
-    "tests/integration/test_cdf_dag_added_column.py",   # ~300
-    "tests/integration/test_crdb_job.py",               # ~250
+    "tests/fullstack/test_multi_worker.py",  # ~600, one test: start it first
+    "tests/integration/test_cdf_dag.py",  # ~1100
+    "tests/integration/test_cdf_job.py",  # ~1100
+    "tests/integration/test_blob_dag.py",  # ~1000
+    "tests/integration/test_cdf_dag_identity.py",  # ~550
+    "tests/integration/test_blob_job.py",  # ~500
+    "tests/ui/test_ui.py",  # ~400
+    "tests/integration/test_azure_dags.py",  # ~240 alone
+    "tests/integration/test_azure_crdb_dag.py",  # ~150 alone
+    "tests/integration/test_crdb_dag_identity.py",  # ~390
+    "tests/integration/test_crdb_dag.py",  # ~380
+    "tests/integration/test_blob_dag_retention.py",  # ~310
+    "tests/integration/test_cdf_dag_added_column.py",  # ~300
+    "tests/integration/test_crdb_job.py",  # ~250
 )
 
 
@@ -98,15 +98,19 @@ def no_request_leaves_loopback():
     yield
     refused = entries(log, offset)
     if refused:
-        pytest.fail(f"requests left the loopback range during this test (refused by the egress guard): "
-                    f"{refused_summary(refused)}", pytrace=False)
+        pytest.fail(
+            f"requests left the loopback range during this test (refused by the egress guard): "
+            f"{refused_summary(refused)}",
+            pytrace=False,
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workerinput"):
         return  # xdist's controller reports for the whole session
-    refused = [entry for log in sorted(Path(os.environ[EGRESS_FOLDER]).glob("refused-*.jsonl"))
-               for entry in entries(log)]
+    refused = [
+        entry for log in sorted(Path(os.environ[EGRESS_FOLDER]).glob("refused-*.jsonl")) for entry in entries(log)
+    ]
     if refused:
         print(f"\negress guard: requests left the loopback range: {refused_summary(refused)}", flush=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -121,16 +125,20 @@ def spark():
     from lakefeed.spark import delta_package, get_session, hadoop_azure_package
 
     # This JVM runs every in-process test of a worker: the full JIT (a user's own SPARK_SUBMIT_OPTS stay).
-    short_lived = os.environ.pop("SPARK_SUBMIT_OPTS") if os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_LIVED_JVM \
-        else None
+    short_lived = (
+        os.environ.pop("SPARK_SUBMIT_OPTS") if os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_LIVED_JVM else None
+    )
     try:
         session = get_session(
             "lakefeed-tests",
             master="local[2]",
-            extra={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                   "spark.driver.memory": "2g",
-                   # Tables on Azurite are read back through hadoop-azure (delta-rs reads no deletion vectors).
-                   "spark.jars.packages": f"{delta_package()},{hadoop_azure_package()}"},
+            extra={
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.driver.memory": "2g",
+                # Tables on Azurite are read back through hadoop-azure (delta-rs reads no deletion vectors).
+                "spark.jars.packages": f"{delta_package()},{hadoop_azure_package()}",
+            },
         )
     finally:
         if short_lived is not None:

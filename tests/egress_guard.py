@@ -27,9 +27,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-EGRESS_LOG = "LAKEFEED_EGRESS_LOG"          # this guard's log, for the processes under it
-EGRESS_FOLDER = "LAKEFEED_EGRESS_FOLDER"    # where every guard of a test session keeps its log
-EGRESS_OWNER = "LAKEFEED_EGRESS_OWNER"      # the pid of the pytest process whose guard the variables name
+EGRESS_LOG = "LAKEFEED_EGRESS_LOG"  # this guard's log, for the processes under it
+EGRESS_FOLDER = "LAKEFEED_EGRESS_FOLDER"  # where every guard of a test session keeps its log
+EGRESS_OWNER = "LAKEFEED_EGRESS_OWNER"  # the pid of the pytest process whose guard the variables name
 SITECUSTOMIZE_DIR = Path(__file__).resolve().parent / "egress"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 # Where Spark's Ivy resolves --packages (Delta, hadoop-azure): let through, direct.
@@ -113,7 +113,7 @@ class _Refuser(socketserver.BaseRequestHandler):
         conn.sendall(b"\x05\x02\x00\x01" + bytes(6))  # connection not allowed by ruleset
 
     def _socks4(self, conn: socket.socket) -> None:
-        _command, = _read_exactly(conn, 1)
+        (_command,) = _read_exactly(conn, 1)
         port = int.from_bytes(_read_exactly(conn, 2), "big")
         address = _read_exactly(conn, 4)
         _read_until(conn, b"\x00")  # user id
@@ -128,8 +128,10 @@ class _Refuser(socketserver.BaseRequestHandler):
         parts = request_line.split()
         target = parts[1] if len(parts) > 1 else request_line
         record(self.server.log, target, f"http proxy ({parts[0] if parts else '?'})")
-        conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
-                     b"refused by the test suite's egress guard: only loopback may be reached\n")
+        conn.sendall(
+            b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+            b"refused by the test suite's egress guard: only loopback may be reached\n"
+        )
 
 
 class _GuardServer(socketserver.ThreadingTCPServer):

@@ -39,7 +39,7 @@ class LiveWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
-    def __enter__(self) -> "LiveWatch":
+    def __enter__(self) -> LiveWatch:
         self._thread.start()
         return self
 
@@ -69,11 +69,18 @@ class LiveWatch:
 
     def leaks(self, secret: str) -> list[str]:
         found = [f"process list: {form}" for listing in self.process_lists for form in found_forms(listing, secret)]
-        found += [f"Spark REST API environment: {form}" for text in self.environments
-                  for form in found_forms(text, secret)]
+        found += [
+            f"Spark REST API environment: {form}" for text in self.environments for form in found_forms(text, secret)
+        ]
         return sorted(set(found))
 
 
 def file_leaks(folders: list[Path], secret: str) -> list[str]:
-    return [f"{path}: {form}" for folder in folders if folder.exists() for path in sorted(folder.rglob("*"))
-            if path.is_file() for form in found_forms(path.read_bytes(), secret)]
+    return [
+        f"{path}: {form}"
+        for folder in folders
+        if folder.exists()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+        for form in found_forms(path.read_bytes(), secret)
+    ]

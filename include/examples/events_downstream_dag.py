@@ -24,8 +24,9 @@ from lakefeed.config import BlobPipelineConfig
 EVENTS = Asset(os.environ.get("LAKEFEED_EVENTS_ASSET") or table_uri(BlobPipelineConfig().events_table))
 
 
-@dag(dag_id="lakefeed_events_downstream", schedule=[EVENTS], catchup=False, tags=["lakefeed", "example"],
-     doc_md=__doc__)
+@dag(
+    dag_id="lakefeed_events_downstream", schedule=[EVENTS], catchup=False, tags=["lakefeed", "example"], doc_md=__doc__
+)
 def lakefeed_events_downstream():
     @task
     def new_events(triggering_asset_events=None) -> list[dict]:
@@ -33,8 +34,10 @@ def lakefeed_events_downstream():
         applied = []
         for event in triggering_asset_events[EVENTS]:
             extra = dict(event.extra)
-            print(f"{EVENTS.uri}: windows {extra.get('windows')}, {extra.get('rowsInserted')} rows inserted, "
-                  f"table version {extra.get('targetVersion')}")
+            print(
+                f"{EVENTS.uri}: windows {extra.get('windows')}, {extra.get('rowsInserted')} rows inserted, "
+                f"table version {extra.get('targetVersion')}"
+            )
             applied.append(extra)
         return applied
 

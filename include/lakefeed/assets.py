@@ -11,7 +11,8 @@ URI is the table's location as configured, local paths as ``file://`` URIs.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from lakefeed.cdf.log import REFRESH_MARKER
@@ -34,14 +35,19 @@ def table_uri(location: str) -> str:
 
 
 def _change(table: str, entries: list[LedgerEntry], extra: dict[str, Any]) -> dict[str, Any]:
-    return {"table": table, "uri": table_uri(table), "extra": {
-        **extra,
-        "rowsInserted": sum(e.inserted for e in entries),
-        "rowsUpdated": sum(e.updated for e in entries),
-        "rowsDeleted": sum(e.deleted for e in entries),
-        "commits": [e.version for e in entries],
-        "commitIds": [e.commit_id for e in entries],
-        "targetVersion": max(e.version for e in entries)}}
+    return {
+        "table": table,
+        "uri": table_uri(table),
+        "extra": {
+            **extra,
+            "rowsInserted": sum(e.inserted for e in entries),
+            "rowsUpdated": sum(e.updated for e in entries),
+            "rowsDeleted": sum(e.deleted for e in entries),
+            "commits": [e.version for e in entries],
+            "commitIds": [e.commit_id for e in entries],
+            "targetVersion": max(e.version for e in entries),
+        },
+    }
 
 
 def announced_in(events: Iterable[tuple[str, dict[str, Any]]]) -> Callable[[LedgerEntry], bool]:
@@ -55,7 +61,7 @@ def announced_in(events: Iterable[tuple[str, dict[str, Any]]]) -> Callable[[Ledg
             continue
         commits = extra.get("commits") or []
         commit_ids = extra.get("commitIds") or [None] * len(commits)
-        for version, commit_id in zip(commits, commit_ids):
+        for version, commit_id in zip(commits, commit_ids, strict=False):
             if commit_id:
                 ids.add(str(commit_id))
             elif isinstance(version, int):
@@ -63,6 +69,7 @@ def announced_in(events: Iterable[tuple[str, dict[str, Any]]]) -> Callable[[Ledg
 
     def named(entry: LedgerEntry) -> bool:
         return bool(entry.commit_id and entry.commit_id in ids) or (table_uri(entry.table), entry.version) in versions
+
     return named
 
 
@@ -92,10 +99,17 @@ def cdf_changes(name: str, target_table: str, entries: dict[str, list[LedgerEntr
     if not mine:
         return []
     refreshes = [e for e in mine if REFRESH_MARKER in e.tags]
-    versions = _unique([[e.tags[REFRESH_MARKER]] * 2 if REFRESH_MARKER in e.tags
-                        else [e.tags.get("startingVersion"), e.tags.get("endingVersion")] for e in mine])
-    return [_change(target_table, mine, {"pipeline": f"cdf:{name}", "versions": versions,
-                                         "fullRefresh": bool(refreshes)})]
+    versions = _unique(
+        [
+            [e.tags[REFRESH_MARKER]] * 2
+            if REFRESH_MARKER in e.tags
+            else [e.tags.get("startingVersion"), e.tags.get("endingVersion")]
+            for e in mine
+        ]
+    )
+    return [
+        _change(target_table, mine, {"pipeline": f"cdf:{name}", "versions": versions, "fullRefresh": bool(refreshes)})
+    ]
 
 
 def crdb_changes(entries: dict[str, list[LedgerEntry]]) -> list[dict[str, Any]]:

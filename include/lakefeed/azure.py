@@ -20,7 +20,11 @@ ACCOUNT_NAME = "AZURE_STORAGE_ACCOUNT_NAME"
 CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
 ACCOUNT_KEY = "AZURE_STORAGE_ACCOUNT_KEY"
 SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"
-CLIENT_ID, CLIENT_SECRET, TENANT_ID = "AZURE_STORAGE_CLIENT_ID", "AZURE_STORAGE_CLIENT_SECRET", "AZURE_STORAGE_TENANT_ID"
+CLIENT_ID, CLIENT_SECRET, TENANT_ID = (
+    "AZURE_STORAGE_CLIENT_ID",
+    "AZURE_STORAGE_CLIENT_SECRET",
+    "AZURE_STORAGE_TENANT_ID",
+)
 CREDENTIAL_ENV = (ACCOUNT_NAME, CONNECTION_STRING, ACCOUNT_KEY, SAS_TOKEN, CLIENT_ID, CLIENT_SECRET, TENANT_ID)
 # Spark redacts conf keys and values matching this in its UI, REST API, event log and logs; the DAGs also
 # refuse spark_conf settings matching it (a Variable is stored, and --conf arguments show in `ps`). Names:
@@ -29,15 +33,25 @@ CREDENTIAL_ENV = (ACCOUNT_NAME, CONNECTION_STRING, ACCOUNT_KEY, SAS_TOKEN, CLIEN
 # AZURE_STORAGE_* (CONNECTION_STRING, ACCOUNT_KEY, SAS_TOKEN, CLIENT_SECRET); values: connection strings
 # (AccountKey=…) and SAS query strings (sig=…).
 SECRET_PATTERNS = (
-    "secret", "password", "passwd", "token", "credential",
-    r"access[._]?key", r"account[._]?key", r"private[._]?key", r"connection[._]?string",
-    r"(^|[._])sas([._]|$)", r"sas[._]?token", r"(^|[?&;])sig=",
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "credential",
+    r"access[._]?key",
+    r"account[._]?key",
+    r"private[._]?key",
+    r"connection[._]?string",
+    r"(^|[._])sas([._]|$)",
+    r"sas[._]?token",
+    r"(^|[?&;])sig=",
 )
 REDACTION_REGEX = "(?i)" + "|".join(SECRET_PATTERNS)
 
 
 def credential_env(*, login: str | None, password: str | None, host: str | None, extra: dict) -> dict[str, str]:
     """adlfs environment variables equivalent to an Airflow ``wasb`` connection's fields."""
+
     def field(name: str) -> str | None:
         return extra.get(name) or extra.get(f"extra__wasb__{name}") or None
 
@@ -45,8 +59,12 @@ def credential_env(*, login: str | None, password: str | None, host: str | None,
         return {CONNECTION_STRING: field("connection_string")}
     account = login or _account_from_host(host)
     if field("tenant_id"):
-        return {ACCOUNT_NAME: account, TENANT_ID: field("tenant_id"), CLIENT_ID: login or "",
-                CLIENT_SECRET: password or ""}
+        return {
+            ACCOUNT_NAME: account,
+            TENANT_ID: field("tenant_id"),
+            CLIENT_ID: login or "",
+            CLIENT_SECRET: password or "",
+        }
     key = field("shared_access_key") or password or field("account_key")
     sas = None if key else field("sas_token")
     if not key and not sas:
@@ -55,8 +73,10 @@ def credential_env(*, login: str | None, password: str | None, host: str | None,
         # A custom endpoint (Azurite, sovereign clouds): only a connection string carries it to adlfs.
         endpoint = host.rstrip("/")
         secret = f"AccountKey={key}" if key else f"SharedAccessSignature={sas.lstrip('?')}"
-        return {CONNECTION_STRING: f"DefaultEndpointsProtocol={urlparse(endpoint).scheme or 'https'};"
-                                   f"AccountName={account};{secret};BlobEndpoint={endpoint};"}
+        return {
+            CONNECTION_STRING: f"DefaultEndpointsProtocol={urlparse(endpoint).scheme or 'https'};"
+            f"AccountName={account};{secret};BlobEndpoint={endpoint};"
+        }
     return {ACCOUNT_NAME: account, ACCOUNT_KEY: key} if key else {ACCOUNT_NAME: account, SAS_TOKEN: sas}
 
 
@@ -77,9 +97,14 @@ def adlfs_options(credentials: dict[str, str]) -> dict[str, str]:
     """``AzureBlobFileSystem`` keyword arguments for credentials named as :func:`credential_env` names them."""
     if credentials.get(CONNECTION_STRING):
         return {"connection_string": credentials[CONNECTION_STRING]}
-    options = {"account_name": credentials.get(ACCOUNT_NAME), "account_key": credentials.get(ACCOUNT_KEY),
-               "sas_token": credentials.get(SAS_TOKEN), "tenant_id": credentials.get(TENANT_ID),
-               "client_id": credentials.get(CLIENT_ID), "client_secret": credentials.get(CLIENT_SECRET)}
+    options = {
+        "account_name": credentials.get(ACCOUNT_NAME),
+        "account_key": credentials.get(ACCOUNT_KEY),
+        "sas_token": credentials.get(SAS_TOKEN),
+        "tenant_id": credentials.get(TENANT_ID),
+        "client_id": credentials.get(CLIENT_ID),
+        "client_secret": credentials.get(CLIENT_SECRET),
+    }
     return {name: value for name, value in options.items() if value}
 
 
@@ -100,14 +125,21 @@ def credential_fields(credentials: dict[str, str]) -> CredentialFields:
     if credentials.get(CONNECTION_STRING):
         parts = parse_connection_string(credentials[CONNECTION_STRING])
         sas, endpoint = parts.get("SharedAccessSignature"), parts.get("BlobEndpoint")
-        return CredentialFields(account=parts.get("AccountName") or None, key=parts.get("AccountKey") or None,
-                                sas=sas.lstrip("?") if sas else None,
-                                endpoint=endpoint.rstrip("/") if endpoint else None)
+        return CredentialFields(
+            account=parts.get("AccountName") or None,
+            key=parts.get("AccountKey") or None,
+            sas=sas.lstrip("?") if sas else None,
+            endpoint=endpoint.rstrip("/") if endpoint else None,
+        )
     sas = credentials.get(SAS_TOKEN)
-    return CredentialFields(account=credentials.get(ACCOUNT_NAME) or None, key=credentials.get(ACCOUNT_KEY) or None,
-                            sas=sas.lstrip("?") if sas else None, tenant_id=credentials.get(TENANT_ID) or None,
-                            client_id=credentials.get(CLIENT_ID) or None,
-                            client_secret=credentials.get(CLIENT_SECRET) or None)
+    return CredentialFields(
+        account=credentials.get(ACCOUNT_NAME) or None,
+        key=credentials.get(ACCOUNT_KEY) or None,
+        sas=sas.lstrip("?") if sas else None,
+        tenant_id=credentials.get(TENANT_ID) or None,
+        client_id=credentials.get(CLIENT_ID) or None,
+        client_secret=credentials.get(CLIENT_SECRET) or None,
+    )
 
 
 def delta_storage_options(credentials: dict[str, str]) -> dict[str, str]:
@@ -115,9 +147,16 @@ def delta_storage_options(credentials: dict[str, str]) -> dict[str, str]:
     string's ``BlobEndpoint`` (Azurite, sovereign clouds) becomes ``endpoint`` (``allow_http`` for http)."""
     fields = credential_fields(credentials)
     endpoint = fields.endpoint
-    options = {"account_name": fields.account, "account_key": fields.key, "sas_token": fields.sas,
-               "tenant_id": fields.tenant_id, "client_id": fields.client_id, "client_secret": fields.client_secret,
-               "endpoint": endpoint, "allow_http": "true" if endpoint and endpoint.startswith("http://") else None}
+    options = {
+        "account_name": fields.account,
+        "account_key": fields.key,
+        "sas_token": fields.sas,
+        "tenant_id": fields.tenant_id,
+        "client_id": fields.client_id,
+        "client_secret": fields.client_secret,
+        "endpoint": endpoint,
+        "allow_http": "true" if endpoint and endpoint.startswith("http://") else None,
+    }
     return {name: value for name, value in options.items() if value}
 
 
@@ -152,28 +191,38 @@ def hadoop_settings(credentials: dict[str, str]) -> dict[str, str]:
     suffix, emulator = _endpoint_parts(fields.endpoint)
     settings: dict[str, str] = {}
     if emulator:
-        settings.update({"fs.azure.abfs.endpoint": emulator, "fs.azure.fns.account.service.type": "BLOB",
-                         "fs.azure.account.hns.enabled": "false"})
+        settings.update(
+            {
+                "fs.azure.abfs.endpoint": emulator,
+                "fs.azure.fns.account.service.type": "BLOB",
+                "fs.azure.account.hns.enabled": "false",
+            }
+        )
         if fields.endpoint and fields.endpoint.startswith("http://"):
             # Plain http: ABFS's Apache HTTP client insists on a TLS socket factory; the JDK's client does not.
-            settings.update({"fs.azure.always.use.https": "false",
-                             "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION"})
+            settings.update(
+                {"fs.azure.always.use.https": "false", "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION"}
+            )
     suffix = suffix or DEFAULT_SUFFIX
     for host in (f"{fields.account}.dfs.{suffix}", f"{fields.account}.blob.{suffix}"):
         if fields.key:
-            settings.update({f"fs.azure.account.auth.type.{host}": "SharedKey",
-                             f"fs.azure.account.key.{host}": fields.key})
+            settings.update(
+                {f"fs.azure.account.auth.type.{host}": "SharedKey", f"fs.azure.account.key.{host}": fields.key}
+            )
         elif fields.sas:
-            settings.update({f"fs.azure.account.auth.type.{host}": "SAS",
-                             f"fs.azure.sas.fixed.token.{host}": fields.sas})
+            settings.update(
+                {f"fs.azure.account.auth.type.{host}": "SAS", f"fs.azure.sas.fixed.token.{host}": fields.sas}
+            )
         elif fields.client_secret and fields.tenant_id:
-            settings.update({
-                f"fs.azure.account.auth.type.{host}": "OAuth",
-                f"fs.azure.account.oauth.provider.type.{host}": CLIENT_CREDENTIALS_PROVIDER,
-                f"fs.azure.account.oauth2.client.endpoint.{host}":
-                    f"https://login.microsoftonline.com/{fields.tenant_id}/oauth2/token",
-                f"fs.azure.account.oauth2.client.id.{host}": fields.client_id or "",
-                f"fs.azure.account.oauth2.client.secret.{host}": fields.client_secret})
+            settings.update(
+                {
+                    f"fs.azure.account.auth.type.{host}": "OAuth",
+                    f"fs.azure.account.oauth.provider.type.{host}": CLIENT_CREDENTIALS_PROVIDER,
+                    f"fs.azure.account.oauth2.client.endpoint.{host}": f"https://login.microsoftonline.com/{fields.tenant_id}/oauth2/token",
+                    f"fs.azure.account.oauth2.client.id.{host}": fields.client_id or "",
+                    f"fs.azure.account.oauth2.client.secret.{host}": fields.client_secret,
+                }
+            )
     return settings
 
 
@@ -190,9 +239,11 @@ def hadoop_url(url: str, credentials: dict[str, str]) -> str:
     fields = credential_fields(credentials)
     account = location.account or fields.account
     if not account:
-        raise ValueError(f"{url} names no storage account and no credential gives one: write it as "
-                         f"abfss://{location.container}@<account>.dfs.{DEFAULT_SUFFIX}/… or set the pipeline's "
-                         f"wasb_conn_id")
+        raise ValueError(
+            f"{url} names no storage account and no credential gives one: write it as "
+            f"abfss://{location.container}@<account>.dfs.{DEFAULT_SUFFIX}/… or set the pipeline's "
+            f"wasb_conn_id"
+        )
     suffix, emulator = _endpoint_parts(fields.endpoint if fields.account == account else None)
     host = parsed.hostname or ""
     if not suffix and "." in host:
@@ -264,8 +315,9 @@ def delta_rs_url(url: str) -> str:
     parsed = urlparse(url)
     if parsed.scheme in ("wasb", "wasbs"):
         location = azure_location(url)
-        netloc = f"{location.container}@{location.account}.dfs.core.windows.net" if location.account \
-            else location.container
+        netloc = (
+            f"{location.container}@{location.account}.dfs.core.windows.net" if location.account else location.container
+        )
         return parsed._replace(scheme="abfss", netloc=netloc).geturl()
     return url
 

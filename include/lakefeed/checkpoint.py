@@ -31,8 +31,17 @@ from lakefeed.jsonio import json_object
 CHECKPOINT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
-__all__ = ["BlobCheckpoint", "CdfCheckpoint", "CrdbCheckpoint", "CheckpointError", "CheckpointMismatchError", "TableMark",
-           "verify_definition", "verify_feed", "verify_table"]
+__all__ = [
+    "BlobCheckpoint",
+    "CdfCheckpoint",
+    "CheckpointError",
+    "CheckpointMismatchError",
+    "CrdbCheckpoint",
+    "TableMark",
+    "verify_definition",
+    "verify_feed",
+    "verify_table",
+]
 
 
 @dataclass(frozen=True)
@@ -46,17 +55,21 @@ class TableMark:
         return {"tableId": self.table_id, "version": self.version}
 
     @classmethod
-    def from_dict(cls, value: Any, where: str, lowest: int = 0) -> "TableMark":
+    def from_dict(cls, value: Any, where: str, lowest: int = 0) -> TableMark:
         """``lowest`` -1 for an ``announced`` mark: -1 is "none of this table's commits yet"."""
         version = value.get("version") if isinstance(value, dict) else None
-        if (not isinstance(value, dict) or not isinstance(value.get("tableId"), str)
-                or not (isinstance(version, int) and not isinstance(version, bool) and version >= lowest)):
-            raise CheckpointError(f"checkpoint {where}: a target must be {{\"tableId\": str, \"version\": int}}, "
-                                  f"got {value!r}")
+        if (
+            not isinstance(value, dict)
+            or not isinstance(value.get("tableId"), str)
+            or not (isinstance(version, int) and not isinstance(version, bool) and version >= lowest)
+        ):
+            raise CheckpointError(
+                f'checkpoint {where}: a target must be {{"tableId": str, "version": int}}, got {value!r}'
+            )
         return cls(value["tableId"], value["version"])
 
     @classmethod
-    def of(cls, state: TableState | None) -> "TableMark | None":
+    def of(cls, state: TableState | None) -> TableMark | None:
         return None if state is None else cls(state.table_id, state.latest_version)
 
 
@@ -65,8 +78,10 @@ def _targets_from(document: dict[str, Any], where: str, name: str = "targets") -
     if not isinstance(raw, dict):
         raise CheckpointError(f"checkpoint {where}: {name} must be an object")
     lowest = -1 if name == "announced" else 0
-    return {str(location): TableMark.from_dict(mark, f"{where} {name}[{location!r}]", lowest)
-            for location, mark in raw.items()}
+    return {
+        str(location): TableMark.from_dict(mark, f"{where} {name}[{location!r}]", lowest)
+        for location, mark in raw.items()
+    }
 
 
 def _marks_json(marks: dict[str, TableMark]) -> dict[str, Any]:
@@ -117,10 +132,12 @@ class _Moves:
     updated_by: str | None
     announced: dict[str, TableMark]
 
-    def same_position(self, other: "_Moves") -> bool:
+    def same_position(self, other: _Moves) -> bool:
         """Both say the same of the pipeline's progress and targets (``announced`` and the write count aside)."""
+
         def position(checkpoint: Any) -> Any:
             return replace(checkpoint, announced={}, generation=0, updated_by=None)
+
         return position(self) == position(other)
 
     def moved(self, **changes: Any):
@@ -159,22 +176,26 @@ class BlobCheckpoint(_Moves):
     updated_by: str | None = None
 
     def to_json(self) -> str:
-        return _dump("blob_changefeed", {
-            "watermark": format_time(self.watermark) if self.watermark else None,
-            "lastConsumable": format_time(self.last_consumable) if self.last_consumable else None,
-            "feed": self.feed,
-            "gridMinute": self.grid_minute,
-            "targets": _marks_json(self.targets),
-            "announced": _marks_json(self.announced),
-            "nextSegment": format_time(self.next_segment) if self.next_segment else None,
-            "segmentsListedThrough": format_time(self.segments_listed_through) if self.segments_listed_through
-            else None,
-            "generation": self.generation,
-            "updatedBy": self.updated_by,
-        })
+        return _dump(
+            "blob_changefeed",
+            {
+                "watermark": format_time(self.watermark) if self.watermark else None,
+                "lastConsumable": format_time(self.last_consumable) if self.last_consumable else None,
+                "feed": self.feed,
+                "gridMinute": self.grid_minute,
+                "targets": _marks_json(self.targets),
+                "announced": _marks_json(self.announced),
+                "nextSegment": format_time(self.next_segment) if self.next_segment else None,
+                "segmentsListedThrough": format_time(self.segments_listed_through)
+                if self.segments_listed_through
+                else None,
+                "generation": self.generation,
+                "updatedBy": self.updated_by,
+            },
+        )
 
     @classmethod
-    def from_json(cls, text: str | None, where: str) -> "BlobCheckpoint":
+    def from_json(cls, text: str | None, where: str) -> BlobCheckpoint:
         document = _document(text, where, "blob_changefeed")
         if document is None:
             return cls()
@@ -189,8 +210,9 @@ class BlobCheckpoint(_Moves):
             targets=_targets_from(document, where),
             announced=_targets_from(document, where, "announced"),
             next_segment=_time_or_none(document.get("nextSegment"), where, "nextSegment"),
-            segments_listed_through=_time_or_none(document.get("segmentsListedThrough"), where,
-                                                  "segmentsListedThrough"),
+            segments_listed_through=_time_or_none(
+                document.get("segmentsListedThrough"), where, "segmentsListedThrough"
+            ),
             generation=document.get("generation", 0),
             updated_by=document.get("updatedBy"),
         )
@@ -214,20 +236,23 @@ class CdfCheckpoint(_Moves):
     updated_by: str | None = None
 
     def to_json(self) -> str:
-        return _dump("delta_cdf", {
-            "appliedVersion": self.applied_version,
-            "source": self.source,
-            "sourceTableId": self.source_id,
-            "targets": _marks_json(self.targets),
-            "announced": _marks_json(self.announced),
-            "keys": list(self.keys) if self.keys is not None else None,
-            "columns": list(self.columns) if self.columns is not None else None,
-            "generation": self.generation,
-            "updatedBy": self.updated_by,
-        })
+        return _dump(
+            "delta_cdf",
+            {
+                "appliedVersion": self.applied_version,
+                "source": self.source,
+                "sourceTableId": self.source_id,
+                "targets": _marks_json(self.targets),
+                "announced": _marks_json(self.announced),
+                "keys": list(self.keys) if self.keys is not None else None,
+                "columns": list(self.columns) if self.columns is not None else None,
+                "generation": self.generation,
+                "updatedBy": self.updated_by,
+            },
+        )
 
     @classmethod
-    def from_json(cls, text: str | None, where: str) -> "CdfCheckpoint":
+    def from_json(cls, text: str | None, where: str) -> CdfCheckpoint:
         document = _document(text, where, "delta_cdf")
         if document is None:
             return cls()
@@ -262,18 +287,21 @@ class CrdbCheckpoint(_Moves):
     updated_by: str | None = None
 
     def to_json(self) -> str:
-        return _dump("cockroach_changefeed", {
-            "resolved": self.resolved,
-            "sink": self.sink,
-            "targetRoot": self.target_root,
-            "targets": _marks_json(self.targets),
-            "announced": _marks_json(self.announced),
-            "generation": self.generation,
-            "updatedBy": self.updated_by,
-        })
+        return _dump(
+            "cockroach_changefeed",
+            {
+                "resolved": self.resolved,
+                "sink": self.sink,
+                "targetRoot": self.target_root,
+                "targets": _marks_json(self.targets),
+                "announced": _marks_json(self.announced),
+                "generation": self.generation,
+                "updatedBy": self.updated_by,
+            },
+        )
 
     @classmethod
-    def from_json(cls, text: str | None, where: str) -> "CrdbCheckpoint":
+    def from_json(cls, text: str | None, where: str) -> CrdbCheckpoint:
         document = _document(text, where, "cockroach_changefeed")
         if document is None:
             return cls()
@@ -285,11 +313,15 @@ class CrdbCheckpoint(_Moves):
                 Hlc.parse(resolved)
             except ValueError:
                 raise CheckpointError(f"checkpoint {where}: resolved {resolved!r} is not <wall>.<logical>") from None
-        return cls(resolved=resolved, sink=_string_or_none(document, "sink", where),
-                   targets=_targets_from(document, where), target_root=_string_or_none(document, "targetRoot", where),
-                   announced=_targets_from(document, where, "announced"),
-                   generation=document.get("generation", 0),
-                   updated_by=document.get("updatedBy"))
+        return cls(
+            resolved=resolved,
+            sink=_string_or_none(document, "sink", where),
+            targets=_targets_from(document, where),
+            target_root=_string_or_none(document, "targetRoot", where),
+            announced=_targets_from(document, where, "announced"),
+            generation=document.get("generation", 0),
+            updated_by=document.get("updatedBy"),
+        )
 
 
 def verify_feed(recorded: str | None, current: str, variable: str, remedy: str) -> None:
@@ -308,7 +340,8 @@ def verify_definition(what: str, recorded: Any, current: Any, variable: str, rem
         raise CheckpointMismatchError(
             f"checkpoint {variable} was made with {what} {_shown(recorded)}, but the configuration now says "
             f"{_shown(current)}: the targets hold rows shaped by the old definition, and going on would mix two. "
-            f"Put the configuration back to {_shown(recorded)}, or {remedy}.")
+            f"Put the configuration back to {_shown(recorded)}, or {remedy}."
+        )
 
 
 def _shown(value: Any) -> str:
@@ -317,8 +350,15 @@ def _shown(value: Any) -> str:
     return "all columns" if value is None else str(value)
 
 
-def verify_table(role: str, location: str, recorded_id: str | None, mark: TableMark | None,
-                 state: TableState | None, variable: str, remedy: str) -> None:
+def verify_table(
+    role: str,
+    location: str,
+    recorded_id: str | None,
+    mark: TableMark | None,
+    state: TableState | None,
+    variable: str,
+    remedy: str,
+) -> None:
     """Refuse to go on when the table behind a checkpoint is not the one it was made on.
 
     ``recorded_id`` is the table id the checkpoint recorded for a source (None: not recorded);
@@ -331,25 +371,30 @@ def verify_table(role: str, location: str, recorded_id: str | None, mark: TableM
         return
     prefix = f"checkpoint {variable} says the {role} table {location}"
     if state is None:
-        raise CheckpointMismatchError(f"{prefix} holds its work, but there is no Delta table there any more "
-                                      f"(dropped or moved). To rebuild it, {remedy}.")
+        raise CheckpointMismatchError(
+            f"{prefix} holds its work, but there is no Delta table there any more "
+            f"(dropped or moved). To rebuild it, {remedy}."
+        )
     if state.table_id != expected:
         raise CheckpointMismatchError(
             f"{prefix} is table {expected}, but the table there now is {state.table_id}: it was dropped and "
-            f"recreated, so the checkpoint no longer describes it. To start over on the new table, {remedy}.")
+            f"recreated, so the checkpoint no longer describes it. To start over on the new table, {remedy}."
+        )
     if mark is None:
         return
     if state.latest_version < mark.version:
         raise CheckpointMismatchError(
             f"{prefix} was at version {mark.version}, but it is now at version {state.latest_version}: an older "
-            f"copy replaced it, so work the checkpoint counts is missing. To rebuild it, {remedy}.")
+            f"copy replaced it, so work the checkpoint counts is missing. To rebuild it, {remedy}."
+        )
     behind = [(version, to) for version, to in state.restores if to is None or to < mark.version]
     if behind:
         version, to = behind[0]
         restored = f"version {to}" if to is not None else "an earlier timestamp"
         raise CheckpointMismatchError(
             f"{prefix} was at version {mark.version}, but version {version} RESTOREd it to {restored}: work the "
-            f"checkpoint counts was undone. To rebuild it, {remedy}.")
+            f"checkpoint counts was undone. To rebuild it, {remedy}."
+        )
 
 
 def _names_or_none(document: dict, name: str, where: str) -> tuple[str, ...] | None:

@@ -23,7 +23,8 @@ conflicts it gives up without writing anything.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from lakefeed.errors import CheckpointConflictError
 
@@ -69,13 +70,17 @@ class CheckpointStore:
             if after == before:
                 return before, before
             if self.cell.get() != text:
-                log.warning("%s changed while it was being updated (attempt %d of %d); starting over from "
-                            "the new value", self.where, attempt, attempts)
+                log.warning(
+                    "%s changed while it was being updated (attempt %d of %d); starting over from the new value",
+                    self.where,
+                    attempt,
+                    attempts,
+                )
                 continue
             self.cell.set(after.to_json())
-            log.info("%s: generation %d -> %d: %s", self.where, before.generation, after.generation,
-                     after.to_json())
+            log.info("%s: generation %d -> %d: %s", self.where, before.generation, after.generation, after.to_json())
             return before, after
         raise CheckpointConflictError(
             f"{self.where} kept changing under this writer ({attempts} attempts); nothing was written. Is "
-            f"something editing it outside the lakefeed DAGs?")
+            f"something editing it outside the lakefeed DAGs?"
+        )

@@ -33,20 +33,20 @@ class BlobPipelineConfig:
     feed_root: str = str(DATA_DIR / "feed")
     events_table: str = str(DATA_DIR / "lake" / "blob_events")
     state_table: str = str(DATA_DIR / "lake" / "blob_state")
-    job_summary_root: str | None = None            # where a driver on the cluster leaves its summary (a URL)
+    job_summary_root: str | None = None  # where a driver on the cluster leaves its summary (a URL)
     checkpoint_variable: str = "lakefeed_blob_checkpoint"
-    wasb_conn_id: str | None = None                # read the feed through this Azure connection
+    wasb_conn_id: str | None = None  # read the feed through this Azure connection
     max_windows_per_run: int = 24
-    windows_per_batch: int = 6                     # windows per spark-submit
+    windows_per_batch: int = 6  # windows per spark-submit
     sensor_poke_seconds: float = 60.0
-    sensor_timeout_seconds: float = 3000.0         # then the run is skipped: nothing new this hour
-    start_from: str | None = None                  # ISO time: ignore windows before it on first run
-    spark_conf: dict | None = None                 # extra --conf settings for spark-submit
-    spark_job_timeout_minutes: float = 180.0       # a spark-submit running longer is killed (then retried)
-    decoder: str = "auto"                          # the job's --decoder: auto | python
+    sensor_timeout_seconds: float = 3000.0  # then the run is skipped: nothing new this hour
+    start_from: str | None = None  # ISO time: ignore windows before it on first run
+    spark_conf: dict | None = None  # extra --conf settings for spark-submit
+    spark_job_timeout_minutes: float = 180.0  # a spark-submit running longer is killed (then retried)
+    decoder: str = "auto"  # the job's --decoder: auto | python
 
     @classmethod
-    def from_mapping(cls, overrides: dict[str, Any] | None, where: str = "config") -> "BlobPipelineConfig":
+    def from_mapping(cls, overrides: dict[str, Any] | None, where: str = "config") -> BlobPipelineConfig:
         config = from_mapping(cls, overrides, where)
         if config.max_windows_per_run < 1 or config.windows_per_batch < 1:
             raise ConfigError(f"{where}: max_windows_per_run and windows_per_batch must be at least 1")
@@ -56,7 +56,7 @@ class BlobPipelineConfig:
         return config
 
     @classmethod
-    def from_json(cls, text: str | None, where: str) -> "BlobPipelineConfig":
+    def from_json(cls, text: str | None, where: str) -> BlobPipelineConfig:
         return cls.from_mapping(_json_object(text, where), where)
 
 
@@ -68,10 +68,10 @@ class CdfPipeline:
     source_table: str
     target_table: str
     keys: list
-    columns: list | None = None       # only these source columns (keys always kept)
-    versions_per_job: int = 50        # source versions per spark-submit
+    columns: list | None = None  # only these source columns (keys always kept)
+    versions_per_job: int = 50  # source versions per spark-submit
     max_versions_per_run: int = 1000
-    wasb_conn_id: str | None = None   # the Azure connection of its tables' account (default: the top-level one)
+    wasb_conn_id: str | None = None  # the Azure connection of its tables' account (default: the top-level one)
 
     @property
     def checkpoint_variable(self) -> str:
@@ -84,20 +84,29 @@ class CdfConfig:
 
     pipelines: list = None  # type: ignore[assignment]  # of CdfPipeline; default: the demo pipeline
     job_summary_root: str | None = None
-    wasb_conn_id: str | None = None         # the Azure connection of the pipelines that name none
+    wasb_conn_id: str | None = None  # the Azure connection of the pipelines that name none
     sensor_poke_seconds: float = 60.0
     sensor_timeout_seconds: float = 3000.0
-    spark_conf: dict | None = None          # extra --conf settings for spark-submit
+    spark_conf: dict | None = None  # extra --conf settings for spark-submit
     spark_job_timeout_minutes: float = 180.0  # a spark-submit running longer is killed (then retried)
 
     def __post_init__(self):
         if self.pipelines is None:
-            object.__setattr__(self, "pipelines", [CdfPipeline(
-                name="demo", source_table=str(DATA_DIR / "cdf" / "source"),
-                target_table=str(DATA_DIR / "cdf" / "target"), keys=["id"])])
+            object.__setattr__(
+                self,
+                "pipelines",
+                [
+                    CdfPipeline(
+                        name="demo",
+                        source_table=str(DATA_DIR / "cdf" / "source"),
+                        target_table=str(DATA_DIR / "cdf" / "target"),
+                        keys=["id"],
+                    )
+                ],
+            )
 
     @classmethod
-    def from_json(cls, text: str | None, where: str) -> "CdfConfig":
+    def from_json(cls, text: str | None, where: str) -> CdfConfig:
         document = _json_object(text, where) or {}
         pipelines = document.pop("pipelines", None)
         config = from_mapping(cls, document, where)
@@ -133,13 +142,13 @@ class CdfConfig:
 class CrdbConfig:
     """Settings of the CockroachDB changefeed DAG (the ``lakefeed_crdb_config`` Variable)."""
 
-    sink_root: str = str(DATA_DIR / "crdb_sink")          # the changefeed's sink path (folder or URL)
-    target_root: str = str(DATA_DIR / "lake" / "crdb")    # one Delta table per topic under it
+    sink_root: str = str(DATA_DIR / "crdb_sink")  # the changefeed's sink path (folder or URL)
+    target_root: str = str(DATA_DIR / "lake" / "crdb")  # one Delta table per topic under it
     job_summary_root: str | None = None
     checkpoint_variable: str = "lakefeed_crdb_checkpoint"
-    wasb_conn_id: str | None = None                       # read an azure:// sink through this connection
-    parquet_keys: dict | None = None                      # format=parquet: {"topic": ["pk col", …]}
-    resolved_per_batch: int = 120                         # RESOLVED files per spark-submit
+    wasb_conn_id: str | None = None  # read an azure:// sink through this connection
+    parquet_keys: dict | None = None  # format=parquet: {"topic": ["pk col", …]}
+    resolved_per_batch: int = 120  # RESOLVED files per spark-submit
     max_batches_per_run: int = 4
     late_file_lookback_hours: float = 24.0
     sensor_poke_seconds: float = 60.0
@@ -148,12 +157,13 @@ class CrdbConfig:
     spark_job_timeout_minutes: float = 180.0
 
     @classmethod
-    def from_json(cls, text: str | None, where: str) -> "CrdbConfig":
+    def from_json(cls, text: str | None, where: str) -> CrdbConfig:
         config = from_mapping(cls, _json_object(text, where), where)
         if config.resolved_per_batch < 1 or config.max_batches_per_run < 1:
             raise ConfigError(f"{where}: resolved_per_batch and max_batches_per_run must be at least 1")
         if config.parquet_keys is not None and not all(
-                isinstance(v, list) and v and all(isinstance(c, str) for c in v) for v in config.parquet_keys.values()):
+            isinstance(v, list) and v and all(isinstance(c, str) for c in v) for v in config.parquet_keys.values()
+        ):
             raise ConfigError(f"{where}: parquet_keys must map each topic to its primary key columns")
         _check_spark_settings(config.spark_conf, config.spark_job_timeout_minutes, where)
         return config
@@ -172,10 +182,13 @@ def _check_spark_settings(spark_conf: dict | None, timeout_minutes: float, where
 
     from lakefeed.azure import REDACTION_REGEX
 
-    if spark_conf is not None and not all(isinstance(k, str) and isinstance(v, (str, int, float, bool))
-                                          for k, v in spark_conf.items()):
-        raise ConfigError(f"{where}: spark_conf must map Spark setting names to plain values "
-                          f"(keys: {', '.join(map(str, spark_conf))})")
+    if spark_conf is not None and not all(
+        isinstance(k, str) and isinstance(v, (str, int, float, bool)) for k, v in spark_conf.items()
+    ):
+        raise ConfigError(
+            f"{where}: spark_conf must map Spark setting names to plain values "
+            f"(keys: {', '.join(map(str, spark_conf))})"
+        )
     secret = re.compile(REDACTION_REGEX)
     for key, value in (spark_conf or {}).items():
         if secret.search(key) or secret.search(str(value)):
@@ -193,8 +206,10 @@ def _json_object(text: str | None, where: str) -> dict | None:
 
 
 # Keys earlier versions read and this one ignores (with a warning), so their configurations still load.
-RETIRED_KEYS = {"run_dir": "nothing is shared through a local folder any more (job summaries travel in XCom, "
-                           "checkpoint writers take turns through Airflow)"}
+RETIRED_KEYS = {
+    "run_dir": "nothing is shared through a local folder any more (job summaries travel in XCom, "
+    "checkpoint writers take turns through Airflow)"
+}
 
 
 def from_mapping(cls, overrides: dict[str, Any] | None, where: str):

@@ -8,9 +8,8 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
-
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +37,9 @@ def table_location(path: str) -> str:
     return os.path.abspath(path)
 
 
-def ensure_table(spark, path: str, schema, partition_by: tuple[str, ...] = (),
-                 properties: dict[str, str] | None = None):
+def ensure_table(
+    spark, path: str, schema, partition_by: tuple[str, ...] = (), properties: dict[str, str] | None = None
+):
     """Create the Delta table at ``path`` if absent, with ``properties``; on an existing table, set those
     of ``properties`` it lacks (a table made by an earlier version gains deletion vectors, say). Returns
     its ``DeltaTable``."""
@@ -88,15 +88,32 @@ def conflict_errors() -> tuple[type[BaseException], ...]:
     """Delta's optimistic-concurrency conflicts: another writer committed first."""
     from delta import exceptions as delta_exceptions  # importing it converts JVM conflicts to these classes
 
-    return tuple(getattr(delta_exceptions, name) for name in (
-        "ConcurrentWriteException", "MetadataChangedException", "ProtocolChangedException",
-        "ConcurrentAppendException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
-        "ConcurrentTransactionException", "DeltaConcurrentModificationException",
-    ) if hasattr(delta_exceptions, name))
+    return tuple(
+        getattr(delta_exceptions, name)
+        for name in (
+            "ConcurrentWriteException",
+            "MetadataChangedException",
+            "ProtocolChangedException",
+            "ConcurrentAppendException",
+            "ConcurrentDeleteReadException",
+            "ConcurrentDeleteDeleteException",
+            "ConcurrentTransactionException",
+            "DeltaConcurrentModificationException",
+        )
+        if hasattr(delta_exceptions, name)
+    )
 
 
-def tagged_write(spark, path: str, metadata: dict, write: Callable[[], None], *,
-                 attempts: int = CONFLICT_ATTEMPTS, first_delay: float = 0.5, max_delay: float = 15.0) -> dict | None:
+def tagged_write(
+    spark,
+    path: str,
+    metadata: dict,
+    write: Callable[[], None],
+    *,
+    attempts: int = CONFLICT_ATTEMPTS,
+    first_delay: float = 0.5,
+    max_delay: float = 15.0,
+) -> dict | None:
     """Run ``write`` (one Delta commit to ``path``) tagged with ``metadata``; retry it when a concurrent
     writer wins the commit; return that commit (:func:`find_commit`), or None when it committed nothing.
 
@@ -115,8 +132,14 @@ def tagged_write(spark, path: str, metadata: dict, write: Callable[[], None], *,
             if attempt == attempts or not (isinstance(exc, errors) or _creation_race(exc)):
                 raise
             delay = min(max_delay, first_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-            log.warning("%s: a concurrent writer committed first (%s); retrying in %.1fs (attempt %d of %d)",
-                        path, type(exc).__name__, delay, attempt, attempts)
+            log.warning(
+                "%s: a concurrent writer committed first (%s); retrying in %.1fs (attempt %d of %d)",
+                path,
+                type(exc).__name__,
+                delay,
+                attempt,
+                attempts,
+            )
             time.sleep(delay)
     return find_commit(spark, path, -1 if before is None else before, token)
 
@@ -130,11 +153,15 @@ def find_commit(spark, path: str, after_version: int, token: str, depth: int = 1
     """Version, operation, metrics and userMetadata of the commit after ``after_version`` tagged with
     ``token`` (other writers may have committed around it), among the table's last ``depth`` commits."""
     from delta.tables import DeltaTable
-
     from pyspark.sql import functions as F
 
-    rows = (DeltaTable.forPath(spark, path).history(depth).where(F.col("version") > after_version)
-            .select("version", "operation", "operationMetrics", "userMetadata").collect())
+    rows = (
+        DeltaTable.forPath(spark, path)
+        .history(depth)
+        .where(F.col("version") > after_version)
+        .select("version", "operation", "operationMetrics", "userMetadata")
+        .collect()
+    )
     for row in rows:
         metadata = json.loads(row["userMetadata"]) if row["userMetadata"] else None
         if metadata and metadata.get(COMMIT_TOKEN) == token:
@@ -171,8 +198,13 @@ def count_effects(spark, path: str, version: int, keys: list[str], deleted_colum
     key made a tombstone."""
     from pyspark.sql import functions as F
 
-    changes = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", version)
-               .option("endingVersion", version).load(path))
+    changes = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", version)
+        .option("endingVersion", version)
+        .load(path)
+    )
     kind = F.col("_change_type")
     live = ~F.col(deleted_column)
     per_key = changes.groupBy(*keys).agg(

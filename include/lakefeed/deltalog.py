@@ -29,8 +29,12 @@ _DATA_ACTIONS = ("add", "remove", "cdc")
 def changes_rows(actions: list[dict]) -> bool:
     """A commit's actions changed the table's rows: they add, remove or record changes of data files (a
     schema change, a table creation with no rows, OPTIMIZE or a property change do not)."""
-    return any(action.get(kind, {}).get("dataChange", kind == "cdc") for action in actions
-               for kind in _DATA_ACTIONS if kind in action)
+    return any(
+        action.get(kind, {}).get("dataChange", kind == "cdc")
+        for action in actions
+        for kind in _DATA_ACTIONS
+        if kind in action
+    )
 
 
 @dataclass(frozen=True)
@@ -149,21 +153,29 @@ class DeltaLog:
                 return metadata
         from deltalake import DeltaTable  # no commit or checkpoint holds it (log cleanup): let delta-rs replay
 
-        return {"id": DeltaTable(delta_rs_url(self.store.root), version=version,
-                                 storage_options=self._delta_options).metadata().id}
+        return {
+            "id": DeltaTable(delta_rs_url(self.store.root), version=version, storage_options=self._delta_options)
+            .metadata()
+            .id
+        }
 
     def _checkpoint_metadata(self, name: str) -> dict | None:
         raw = self.store.read_bytes(f"{LOG_DIR}/{name}")
         if name.endswith(".json"):
-            rows = [parse_json(line, name, ChangeDataError) for line in raw.decode(errors="replace").splitlines()
-                    if line.strip()]
+            rows = [
+                parse_json(line, name, ChangeDataError)
+                for line in raw.decode(errors="replace").splitlines()
+                if line.strip()
+            ]
         else:
             import io
 
             import pyarrow.parquet as pq
 
-            rows = [{"metaData": value} for value in
-                    pq.read_table(io.BytesIO(raw), columns=["metaData"]).column("metaData").to_pylist()]
+            rows = [
+                {"metaData": value}
+                for value in pq.read_table(io.BytesIO(raw), columns=["metaData"]).column("metaData").to_pylist()
+            ]
         return next((row["metaData"] for row in rows if row.get("metaData")), None)
 
     def state(self, restores_after: int | None = None) -> TableState | None:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lakefeed.storage import Store
@@ -40,8 +41,7 @@ def write_summary(summary: dict, location: str | None) -> None:
 def write_refusal(error: Exception, summary_location: str | None) -> None:
     """Leave the reason for a refusal next to where the summary would have gone."""
     if summary_location:
-        write_document(refusal_location(summary_location),
-                       {"error": f"{type(error).__name__}: {error}", "exitCode": 2})
+        write_document(refusal_location(summary_location), {"error": f"{type(error).__name__}: {error}", "exitCode": 2})
 
 
 def write_failure(error: BaseException, summary_location: str | None) -> None:
@@ -53,14 +53,16 @@ def write_failure(error: BaseException, summary_location: str | None) -> None:
     if not summary_location:
         return
     try:
-        write_document(failure_location(summary_location),
-                       {"error": redact(f"{type(error).__name__}: {error}")[:4000], "exitCode": 1})
-    except Exception:  # noqa: BLE001 - the job's own error is what must surface
+        write_document(
+            failure_location(summary_location),
+            {"error": redact(f"{type(error).__name__}: {error}")[:4000], "exitCode": 1},
+        )
+    except Exception:
         logging.getLogger(__name__).warning("could not leave the job's error beside its summary", exc_info=True)
 
 
 def _stem(summary_location: str) -> str:
-    return summary_location[:-len(".json")] if summary_location.endswith(".json") else summary_location
+    return summary_location[: -len(".json")] if summary_location.endswith(".json") else summary_location
 
 
 def refusal_location(summary_location: str) -> str:
@@ -77,7 +79,7 @@ def _is_url(location: str) -> bool:
     return "://" in location and not location.startswith("file://")
 
 
-def _remote(location: str) -> tuple["Store", str]:
+def _remote(location: str) -> tuple[Store, str]:
     """The store of the folder holding a document at a URL, and the document's path in it: the credentials
     are the store's (the connection's scope on the Airflow side, the task's environment in a driver),
     never a client's fallback to the machine's identity."""
@@ -131,13 +133,21 @@ def remove_document(location: str) -> None:
 
 def add_pipeline_id_argument(parser: Any) -> None:
     """``--pipeline-id``, which every entry point takes: the DAGs pass the pipeline's checkpoint Variable."""
-    parser.add_argument("--pipeline-id", help="name of the pipeline running this job (the DAGs pass its checkpoint "
-                                              "Variable); recorded as pipelineId in every commit's userMetadata, "
-                                              "so a first run can tell a table it wrote from one it did not")
+    parser.add_argument(
+        "--pipeline-id",
+        help="name of the pipeline running this job (the DAGs pass its checkpoint "
+        "Variable); recorded as pipelineId in every commit's userMetadata, "
+        "so a first run can tell a table it wrote from one it did not",
+    )
 
 
-def run_spark_job(app_name: str, summary_path: str | None, prepare: Callable[[], Any],
-                  work: Callable[[Any, Any], Any], pipeline_id: str | None = None) -> int:
+def run_spark_job(
+    app_name: str,
+    summary_path: str | None,
+    prepare: Callable[[], Any],
+    work: Callable[[Any, Any], Any],
+    pipeline_id: str | None = None,
+) -> int:
     """``main()`` of every spark-submit entry point: the exit-code contract in one place.
 
     ``prepare()`` runs before Spark starts (cheap checks: a refused range costs no JVM);
@@ -153,8 +163,9 @@ def run_spark_job(app_name: str, summary_path: str | None, prepare: Callable[[],
 
     if pipeline_id:
         COMMIT_TAGS[PIPELINE_ID] = pipeline_id
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, force=True, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     log = logging.getLogger(app_name)
     try:
         prepared = prepare()

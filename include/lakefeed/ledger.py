@@ -21,8 +21,9 @@ The commit steps of a pipeline take turns (:mod:`lakefeed_airflow.turns`), so tw
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from lakefeed.checkpoint import TableMark
 from lakefeed.delta import COMMIT_TOKEN
@@ -73,8 +74,9 @@ def row_counts(commit_info: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def entries_after(location: str, pipeline_id: str,
-                  mark: TableMark | None) -> tuple[list[LedgerEntry], TableMark | None, TableMark | None]:
+def entries_after(
+    location: str, pipeline_id: str, mark: TableMark | None
+) -> tuple[list[LedgerEntry], TableMark | None, TableMark | None]:
     """The ledger entries of ``pipeline_id`` on the table at ``location`` after ``mark``; the table's mark
     now; and the mark they follow: ``mark`` itself when it is placed in this table's log (the same table,
     or one a REPLACE after the mark gave a new id: its log goes on), else ``(id now, -1)``, every entry (no
@@ -88,13 +90,20 @@ def entries_after(location: str, pipeline_id: str,
         return [], None, None
     now = TableMark(table_id, versions[-1])
     start = TableMark(table_id, -1)
-    if mark is not None and 0 <= mark.version <= versions[-1] and (
-            mark.table_id == table_id or _id_at(delta_log, mark.version) == mark.table_id):
+    if (
+        mark is not None
+        and 0 <= mark.version <= versions[-1]
+        and (mark.table_id == table_id or _id_at(delta_log, mark.version) == mark.table_id)
+    ):
         start = mark
     pending = [v for v in versions if v > start.version]
     if pending and pending[0] > start.version + 1 and start.version + 1 < versions[0]:
-        log.warning("%s: versions %d..%d were removed by log cleanup before they were announced", location,
-                    start.version + 1, versions[0] - 1)
+        log.warning(
+            "%s: versions %d..%d were removed by log cleanup before they were announced",
+            location,
+            start.version + 1,
+            versions[0] - 1,
+        )
     entries = []
     table_id_then = start.table_id
     for version in pending:
@@ -109,9 +118,18 @@ def entries_after(location: str, pipeline_id: str,
         if tags.get(PIPELINE_ID) != pipeline_id:
             continue
         timestamp = info.get("timestamp")
-        entries.append(LedgerEntry(location, version, str(info.get("operation") or ""), tags, **row_counts(info),
-                                   table_id=table_id_then, commit_id=info.get("txnId") or None,
-                                   committed_ms=timestamp if isinstance(timestamp, int) else None))
+        entries.append(
+            LedgerEntry(
+                location,
+                version,
+                str(info.get("operation") or ""),
+                tags,
+                **row_counts(info),
+                table_id=table_id_then,
+                commit_id=info.get("txnId") or None,
+                committed_ms=timestamp if isinstance(timestamp, int) else None,
+            )
+        )
     return entries, now, start
 
 
@@ -169,8 +187,13 @@ def nothing_announced(since_ms: int | None) -> IsAnnounced:
     return lambda entry: False
 
 
-def unannounced(locations: list[str], pipeline_id: str, announced: dict[str, TableMark],
-                fallback: dict[str, TableMark], announced_since: AnnouncedSince) -> Announcement:
+def unannounced(
+    locations: list[str],
+    pipeline_id: str,
+    announced: dict[str, TableMark],
+    fallback: dict[str, TableMark],
+    announced_since: AnnouncedSince,
+) -> Announcement:
     """The entries of ``pipeline_id`` on each table of ``locations`` after its ``announced`` mark (or, for a
     table with none, after the mark the checkpoint recorded for it (``fallback``), whose work was
     announced by the runs that made it) that no asset event names (``announced_since``); and the marks to
@@ -181,14 +204,17 @@ def unannounced(locations: list[str], pipeline_id: str, announced: dict[str, Tab
         if now is not None and start is not None:
             found[location] = (entries, now, start)
     times = [e.committed_ms for entries, _, _ in found.values() for e in entries if e.committed_ms is not None]
-    is_announced = announced_since(min(times) - EVENT_CLOCK_MARGIN_MS if times else None) \
-        if any(entries for entries, _, _ in found.values()) else nothing_announced(None)
+    is_announced = (
+        announced_since(min(times) - EVENT_CLOCK_MARGIN_MS if times else None)
+        if any(entries for entries, _, _ in found.values())
+        else nothing_announced(None)
+    )
     pending, marks, named = {}, dict(announced), False
     for location, (entries, now, start) in found.items():
         todo = [e for e in entries if not is_announced(e)]
         if todo:
             pending[location] = todo
-        done = entries[:entries.index(todo[0])] if todo else entries
+        done = entries[: entries.index(todo[0])] if todo else entries
         named = named or bool(done)
         marks[location] = now if not todo else done[-1].mark if done else start
     return Announcement(pending, marks, named)
@@ -203,7 +229,7 @@ class ReportedCommit:
     token: str | None
 
     @classmethod
-    def from_dict(cls, document: Any) -> "ReportedCommit | None":
+    def from_dict(cls, document: Any) -> ReportedCommit | None:
         if not isinstance(document, dict) or not isinstance(document.get("version"), int):
             return None
         return cls(str(document.get("table")), document["version"], document.get("token"))
@@ -225,8 +251,9 @@ class _Undoing:
     restored_to: int | None = None
 
     def undoes(self, version: int) -> bool:
-        return self.version > version and not (self.restore and self.restored_to is not None
-                                               and self.restored_to >= version)
+        return self.version > version and not (
+            self.restore and self.restored_to is not None and self.restored_to >= version
+        )
 
 
 def disproved(commits: list[ReportedCommit], pipeline_id: str) -> list[str]:
@@ -245,16 +272,21 @@ def disproved(commits: list[ReportedCommit], pipeline_id: str) -> list[str]:
         delta_log = DeltaLog(Store(table))
         versions = delta_log.commit_versions()
         if not versions:
-            problems.append(f"the job committed version {mine[0].version} of {table}, but there is no Delta table "
-                            "there any more (dropped or moved)")
+            problems.append(
+                f"the job committed version {mine[0].version} of {table}, but there is no Delta table "
+                "there any more (dropped or moved)"
+            )
             continue
         if mine[-1].version > versions[-1]:
-            problems.append(f"the job committed version {mine[-1].version} of {table}, but that table is now at "
-                            f"version {versions[-1]}: another table (or an older copy) took its place")
+            problems.append(
+                f"the job committed version {mine[-1].version} of {table}, but that table is now at "
+                f"version {versions[-1]}: another table (or an older copy) took its place"
+            )
             continue
         for cleaned in (c for c in mine if c.version < versions[0]):
-            log.warning("%s: version %d, which a job committed, was removed by log cleanup; not checked", table,
-                        cleaned.version)
+            log.warning(
+                "%s: version %d, which a job committed, was removed by log cleanup; not checked", table, cleaned.version
+            )
         wanted = {c.version: c for c in mine if c.version >= versions[0]}
         if not wanted:
             continue
@@ -266,25 +298,35 @@ def disproved(commits: list[ReportedCommit], pipeline_id: str) -> list[str]:
             actions = _actions(delta_log, version)
             info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
             operation = info.get("operation") or "a commit"
-            new_id = next((str(a["metaData"]["id"]) for a in actions if "metaData" in a and a["metaData"].get("id")),
-                          None)
+            new_id = next(
+                (str(a["metaData"]["id"]) for a in actions if "metaData" in a and a["metaData"].get("id")), None
+            )
             if new_id is not None and new_id != table_id and version > first:
-                undoings.append(_Undoing(version, f"version {version} ({operation} by {written_by(info)}) made it "
-                                                  "another table"))
+                undoings.append(
+                    _Undoing(version, f"version {version} ({operation} by {written_by(info)}) made it another table")
+                )
             table_id = new_id or table_id
             if operation == "RESTORE":
                 to = (info.get("operationParameters") or {}).get("version")
                 to = int(to) if isinstance(to, (int, str)) and str(to).isdigit() else None
-                undoings.append(_Undoing(version, f"version {version} RESTOREd it to "
-                                                  f"{'version ' + str(to) if to is not None else 'an earlier timestamp'}",
-                                         restore=True, restored_to=to))
+                undoings.append(
+                    _Undoing(
+                        version,
+                        f"version {version} RESTOREd it to "
+                        f"{'version ' + str(to) if to is not None else 'an earlier timestamp'}",
+                        restore=True,
+                        restored_to=to,
+                    )
+                )
             claimed = wanted.get(version)
             tags = user_metadata(info)
             if claimed is not None and (tags.get(PIPELINE_ID), tags.get(COMMIT_TOKEN)) != (pipeline_id, claimed.token):
                 mismatched.add(version)
-                problems.append(f"the job committed version {version} of {table}, but version {version} there now is "
-                                f"{operation} by {written_by(info)}, not the job's commit: the table was dropped and "
-                                "recreated, or replaced, since")
+                problems.append(
+                    f"the job committed version {version} of {table}, but version {version} there now is "
+                    f"{operation} by {written_by(info)}, not the job's commit: the table was dropped and "
+                    "recreated, or replaced, since"
+                )
         for version in sorted(set(wanted) - mismatched):
             undone = next((u for u in undoings if u.undoes(version)), None)
             if undone is not None:

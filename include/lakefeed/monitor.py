@@ -33,11 +33,11 @@ class RunRow:
     start: str | None
     end: str | None
     wallSeconds: float | None
-    kind: str | None = None             # scheduled | backfill | reset (the summary's position rule)
-    applied: str | None = None          # windows, versions or resolved span, for people
-    read: int | None = None             # records / change rows / messages read
-    claimed: int | None = None          # blob: events of the run's windows
-    strays: int | None = None           # blob: events of other hours met while reading neighbours
+    kind: str | None = None  # scheduled | backfill | reset (the summary's position rule)
+    applied: str | None = None  # windows, versions or resolved span, for people
+    read: int | None = None  # records / change rows / messages read
+    claimed: int | None = None  # blob: events of the run's windows
+    strays: int | None = None  # blob: events of other hours met while reading neighbours
     duplicates: int | None = None
     inserted: int | None = None
     updated: int | None = None
@@ -46,9 +46,9 @@ class RunRow:
     lag: float | None = None
     failedBatches: list = field(default_factory=list)
     targetsChanged: list = field(default_factory=list)
-    purpose: str = "pipeline"           # pipeline (moves the checkpoint) | backfill (re-applies a range it names)
-    outcome: str | None = None          # applied | up to date | refused | failed | running | queued
-    reason: dict | None = None          # a failed run's :class:`Explanation`, as a dict
+    purpose: str = "pipeline"  # pipeline (moves the checkpoint) | backfill (re-applies a range it names)
+    outcome: str | None = None  # applied | up to date | refused | failed | running | queued
+    reason: dict | None = None  # a failed run's :class:`Explanation`, as a dict
 
     @property
     def throughput(self) -> float | None:
@@ -64,14 +64,30 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
-def run_base(run_id: str, run_type: str, state: str, start: datetime | None, end: datetime | None, *,
-             purpose: str = "pipeline", outcome: str | None = None, reason: "Explanation | None" = None
-             ) -> dict[str, Any]:
+def run_base(
+    run_id: str,
+    run_type: str,
+    state: str,
+    start: datetime | None,
+    end: datetime | None,
+    *,
+    purpose: str = "pipeline",
+    outcome: str | None = None,
+    reason: Explanation | None = None,
+) -> dict[str, Any]:
     """The figures of a DAG run every pipeline's row starts from (``outcome``: :func:`outcome_of`)."""
     wall = round((end - start).total_seconds(), 1) if start and end else None
-    return {"runId": run_id, "runType": run_type, "state": state, "start": _iso(start), "end": _iso(end),
-            "wallSeconds": wall, "purpose": purpose, "outcome": outcome or state,
-            "reason": reason.to_dict() if reason else None}
+    return {
+        "runId": run_id,
+        "runType": run_type,
+        "state": state,
+        "start": _iso(start),
+        "end": _iso(end),
+        "wallSeconds": wall,
+        "purpose": purpose,
+        "outcome": outcome or state,
+        "reason": reason.to_dict() if reason else None,
+    }
 
 
 def run_purpose(run_type: str, conf: dict[str, Any] | None, range_params: tuple[str, ...]) -> str:
@@ -83,7 +99,7 @@ def run_purpose(run_type: str, conf: dict[str, Any] | None, range_params: tuple[
     return "pipeline"
 
 
-def outcome_of(state: str, reported: bool, skipped: bool, reason: "Explanation | None") -> str:
+def outcome_of(state: str, reported: bool, skipped: bool, reason: Explanation | None) -> str:
     """What became of a run, in a word: ``applied`` (its commit step reported), ``up to date`` (nothing new:
     it was skipped), ``refused`` (stopped by a refusal: nothing was written), ``failed``, or Airflow's state
     while it is not finished (``running``, ``queued``)."""
@@ -109,15 +125,25 @@ def blob_row(base: dict[str, Any], report: dict[str, Any] | None) -> RunRow:
     if windows is None:
         windows = sorted({w for change in report.get("targetsChanged", []) for w in change["extra"].get("windows", [])})
     batches = report.get("batches")
-    applied = _span(windows) or (f"{report.get('windowsPlanned', 0)} window(s) in {batches} batch(es)"
-                                 if batches is not None else None)
-    return RunRow(**base, kind=report.get("kind"), applied=applied, read=report.get("recordsRead"),
-                  claimed=report.get("eventsClaimed"), strays=report.get("strays"),
-                  duplicates=report.get("duplicatesRemoved"),
-                  inserted=_sum(report, "eventsInserted", "stateInserted"), updated=report.get("stateUpdated"),
-                  deleted=0 if "eventsInserted" in report else None, sparkSeconds=report.get("sparkSeconds"),
-                  lag=report.get("lagHours"), failedBatches=report.get("batchesFailed", []),
-                  targetsChanged=report.get("targetsChanged", []))
+    applied = _span(windows) or (
+        f"{report.get('windowsPlanned', 0)} window(s) in {batches} batch(es)" if batches is not None else None
+    )
+    return RunRow(
+        **base,
+        kind=report.get("kind"),
+        applied=applied,
+        read=report.get("recordsRead"),
+        claimed=report.get("eventsClaimed"),
+        strays=report.get("strays"),
+        duplicates=report.get("duplicatesRemoved"),
+        inserted=_sum(report, "eventsInserted", "stateInserted"),
+        updated=report.get("stateUpdated"),
+        deleted=0 if "eventsInserted" in report else None,
+        sparkSeconds=report.get("sparkSeconds"),
+        lag=report.get("lagHours"),
+        failedBatches=report.get("batchesFailed", []),
+        targetsChanged=report.get("targetsChanged", []),
+    )
 
 
 def cdf_row(base: dict[str, Any], report: dict[str, Any] | None, pipeline: str) -> RunRow:
@@ -126,12 +152,19 @@ def cdf_row(base: dict[str, Any], report: dict[str, Any] | None, pipeline: str) 
     if not mine:
         return RunRow(**base)
     applied = _span([f"{a}..{b}" if a != b else f"{a}" for a, b in mine.get("versions", [])])
-    return RunRow(**base, kind=mine.get("kind"), applied=applied, read=mine.get("rowsRead"),
-                  inserted=mine.get("inserted"), updated=mine.get("updated"), deleted=mine.get("deleted"),
-                  sparkSeconds=mine.get("sparkSeconds"), lag=mine.get("lagVersions"),
-                  failedBatches=mine.get("jobsFailed", []),
-                  targetsChanged=[c for c in report.get("targetsChanged", [])
-                                  if c["extra"].get("pipeline") == f"cdf:{pipeline}"])
+    return RunRow(
+        **base,
+        kind=mine.get("kind"),
+        applied=applied,
+        read=mine.get("rowsRead"),
+        inserted=mine.get("inserted"),
+        updated=mine.get("updated"),
+        deleted=mine.get("deleted"),
+        sparkSeconds=mine.get("sparkSeconds"),
+        lag=mine.get("lagVersions"),
+        failedBatches=mine.get("jobsFailed", []),
+        targetsChanged=[c for c in report.get("targetsChanged", []) if c["extra"].get("pipeline") == f"cdf:{pipeline}"],
+    )
 
 
 def crdb_row(base: dict[str, Any], report: dict[str, Any] | None) -> RunRow:
@@ -140,11 +173,20 @@ def crdb_row(base: dict[str, Any], report: dict[str, Any] | None) -> RunRow:
         return RunRow(**base)
     before, after = report.get("resolvedBefore"), report.get("resolved")
     applied = f"{before or 'first file'} → {after}" if after and after != before else None
-    return RunRow(**base, kind=report.get("kind"), applied=applied, read=report.get("messagesRead"),
-                  duplicates=report.get("duplicatesDropped"), inserted=report.get("inserted"),
-                  updated=report.get("updated"), deleted=report.get("deleted"),
-                  sparkSeconds=report.get("sparkSeconds"), lag=report.get("lagSeconds"),
-                  failedBatches=report.get("batchesFailed", []), targetsChanged=report.get("targetsChanged", []))
+    return RunRow(
+        **base,
+        kind=report.get("kind"),
+        applied=applied,
+        read=report.get("messagesRead"),
+        duplicates=report.get("duplicatesDropped"),
+        inserted=report.get("inserted"),
+        updated=report.get("updated"),
+        deleted=report.get("deleted"),
+        sparkSeconds=report.get("sparkSeconds"),
+        lag=report.get("lagSeconds"),
+        failedBatches=report.get("batchesFailed", []),
+        targetsChanged=report.get("targetsChanged", []),
+    )
 
 
 def _sum(report: dict[str, Any], *keys: str) -> int | None:
@@ -188,39 +230,54 @@ def explain(task: str, text: str, reset: str) -> Explanation:
     outer = [n for n in names if n not in _WRAPPERS]
     name = known[-1] if known else outer[0] if outer else names[0] if names else "Error"
     marker = f"{name}: "
-    message = text[text.rindex(marker) + len(marker):] if marker in text else text
+    message = text[text.rindex(marker) + len(marker) :] if marker in text else text
     cls = getattr(errors, name, None)
 
     def kind_of() -> tuple[str, str]:
         if cls is not None and issubclass(cls, errors.WindowNotReadyError):
-            return "not ready", ("Nothing is wrong with the pipeline: the range asked for is not in the source "
-                                 "yet. Trigger it again once the source position on this card has passed its "
-                                 "end; the scheduled runs ingest it anyway as it becomes ready.")
+            return "not ready", (
+                "Nothing is wrong with the pipeline: the range asked for is not in the source "
+                "yet. Trigger it again once the source position on this card has passed its "
+                "end; the scheduled runs ingest it anyway as it becomes ready."
+            )
         if cls is not None and issubclass(cls, errors.DataLossError):
-            return "data loss", ("Data the pipeline still needed is gone from the source; nothing was written. "
-                                 "The message names the way on (acknowledging the loss, or a "
-                                 f"{reset.lower()}); check what is missing before taking it.")
+            return "data loss", (
+                "Data the pipeline still needed is gone from the source; nothing was written. "
+                "The message names the way on (acknowledging the loss, or a "
+                f"{reset.lower()}); check what is missing before taking it."
+            )
         if cls is not None and issubclass(cls, errors.CheckpointMismatchError):
-            return "moved", ("A source or target is not the one the checkpoint was made on (replaced, "
-                             "recreated, restored or moved). Once you have checked the new one is right, "
-                             f"trigger a run with '{reset}' ticked.")
+            return "moved", (
+                "A source or target is not the one the checkpoint was made on (replaced, "
+                "recreated, restored or moved). Once you have checked the new one is right, "
+                f"trigger a run with '{reset}' ticked."
+            )
         if cls is not None and issubclass(cls, errors.CheckpointConflictError):
             return "failed", "Other runs kept moving the checkpoint; clear the task to retry it."
         if cls is not None and issubclass(cls, errors.CheckpointError):
-            return "checkpoint", (f"The checkpoint named cannot be trusted: restore it, or trigger a run with "
-                                  f"'{reset}' ticked.")
+            return "checkpoint", (
+                f"The checkpoint named cannot be trusted: restore it, or trigger a run with '{reset}' ticked."
+            )
         if cls is not None and issubclass(cls, (errors.ConfigError, errors.FeedConfigError)):
-            return "configuration", ("Fix the pipeline's configuration Variable or the run's parameters as the "
-                                     "message says, then trigger the run again.")
+            return "configuration", (
+                "Fix the pipeline's configuration Variable or the run's parameters as the "
+                "message says, then trigger the run again."
+            )
         if cls is not None and issubclass(cls, errors.Refusal):
-            return "bad input", ("The file or range named cannot be read as its format promises; nothing was "
-                                 "written. Repair or remove it at the source, then clear the failed task.")
+            return "bad input", (
+                "The file or range named cannot be read as its format promises; nothing was "
+                "written. Repair or remove it at the source, then clear the failed task."
+            )
         if name in ("AirflowSensorTimeout", "TaskDeferralTimeout", "AirflowTaskTimeout", "DagRunTimeout"):
-            return "timeout", ("The task ran out of time. If the source is slow, raise the timeout in the "
-                               "pipeline's configuration; then clear the task.")
-        return "failed", ("A failure that is not about the data (a lost executor, storage unavailable, a bug), "
-                          "retried as configured. Read the failed task's log, fix the cause and clear the task; "
-                          "the next run resumes from the checkpoint, nothing is lost.")
+            return "timeout", (
+                "The task ran out of time. If the source is slow, raise the timeout in the "
+                "pipeline's configuration; then clear the task."
+            )
+        return "failed", (
+            "A failure that is not about the data (a lost executor, storage unavailable, a bug), "
+            "retried as configured. Read the failed task's log, fix the cause and clear the task; "
+            "the next run resumes from the checkpoint, nothing is lost."
+        )
 
     kind, remedy = kind_of()
     refused = cls is not None and issubclass(cls, errors.Refusal) and kind != "failed"
@@ -235,8 +292,10 @@ def health(rows: list[RunRow]) -> dict[str, Any]:
     finished = [r for r in rows if r.state in ("success", "failed")]
     latest = next((r for r in finished if r.purpose == "pipeline"), None)
     backfill = next((r for r in finished if r.purpose == "backfill"), None)
-    counts = {outcome: sum(1 for r in rows if r.outcome == outcome)
-              for outcome in ("applied", "up to date", "refused", "failed", "running", "queued")}
+    counts = {
+        outcome: sum(1 for r in rows if r.outcome == outcome)
+        for outcome in ("applied", "up to date", "refused", "failed", "running", "queued")
+    }
     counts = {k: v for k, v in counts.items() if v}
     status = "no runs" if latest is None else "failing" if latest.state == "failed" else "healthy"
     if status == "failing":
@@ -248,17 +307,27 @@ def health(rows: list[RunRow]) -> dict[str, Any]:
     note = None
     if backfill is not None and backfill.state == "failed":
         note = f"A backfill ({backfill.runId}) was {backfill.outcome}" + (
-            f": {backfill.reason['kind']}." if backfill.reason else ".")
-    return {"status": status, "text": text, "run": latest.runId if latest else None,
-            "reason": latest.reason if latest and latest.state == "failed" else None,
-            "backfillNote": note, "backfillRun": backfill.runId if note and backfill else None,
-            "counts": counts, "shown": len(rows)}
+            f": {backfill.reason['kind']}." if backfill.reason else "."
+        )
+    return {
+        "status": status,
+        "text": text,
+        "run": latest.runId if latest else None,
+        "reason": latest.reason if latest and latest.state == "failed" else None,
+        "backfillNote": note,
+        "backfillRun": backfill.runId if note and backfill else None,
+        "counts": counts,
+        "shown": len(rows),
+    }
 
 
 def lag_of(unit: str, source_position: Any, checkpoint_position: Any, measure) -> dict[str, Any]:
     """The pipeline's lag now: ``measure(source, checkpoint)`` in ``unit``, or None when either is unknown."""
-    value = measure(source_position, checkpoint_position) if source_position is not None \
-        and checkpoint_position is not None else None
+    value = (
+        measure(source_position, checkpoint_position)
+        if source_position is not None and checkpoint_position is not None
+        else None
+    )
     return {"value": value, "unit": unit}
 
 

@@ -25,7 +25,8 @@ True
 
 from __future__ import annotations
 
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -33,8 +34,9 @@ SCHEDULED, BACKFILL, RESET = "scheduled", "backfill", "reset"
 RUN_KINDS = (SCHEDULED, BACKFILL, RESET)
 
 
-def position_after(kind: str, stored: T | None, spans: Sequence[tuple[T, T]], succeeded: set[int],
-                   origin: T | None = None) -> T | None:
+def position_after(
+    kind: str, stored: T | None, spans: Sequence[tuple[T, T]], succeeded: set[int], origin: T | None = None
+) -> T | None:
     """The position after a run of ``kind``. ``succeeded`` holds the indexes of finished spans;
     ``origin`` is where a scheduled run starts without a stored position, and where a reset starts."""
     if kind == BACKFILL:

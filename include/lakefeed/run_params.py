@@ -18,7 +18,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lakefeed.errors import ConfigError
@@ -43,8 +43,9 @@ def window_time(name: str, value: Any, grid_minute: int | None = None) -> dateti
     text = str(value).strip()
     match = _ISO.match(text)
     if not match:
-        raise ConfigError(f"{name} {text!r} is not a time: write it as ISO-8601 UTC, for example "
-                          f"{_example(grid_minute)}.")
+        raise ConfigError(
+            f"{name} {text!r} is not a time: write it as ISO-8601 UTC, for example {_example(grid_minute)}."
+        )
     year, month, day, hour, minute = (int(g) for g in match.groups()[:5])
     if not 1 <= month <= 12:
         raise ConfigError(f"{name} {text} is not a real date: there is no month {month}.")
@@ -55,13 +56,17 @@ def window_time(name: str, value: Any, grid_minute: int | None = None) -> dateti
         raise ConfigError(f"{name} {text} is not a time of day: hours go to 23 and minutes to 59.")
     cleaned = text.replace(" ", "T")
     moment = datetime.fromisoformat(cleaned[:-1] + "+00:00" if cleaned.endswith("Z") else cleaned)
-    moment = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     if moment.second or moment.microsecond:
-        raise ConfigError(f"{name} {text} is not on the feed's hourly grid: windows start on a whole minute, "
-                          f"for example {_example(grid_minute)}.")
+        raise ConfigError(
+            f"{name} {text} is not on the feed's hourly grid: windows start on a whole minute, "
+            f"for example {_example(grid_minute)}."
+        )
     if grid_minute is not None and moment.minute != grid_minute:
-        raise ConfigError(f"{name} {text} is not on the feed's hourly grid: its windows start at minute "
-                          f"{grid_minute:02d} of every hour, so the nearest are {_on_grid(moment, grid_minute)}.")
+        raise ConfigError(
+            f"{name} {text} is not on the feed's hourly grid: its windows start at minute "
+            f"{grid_minute:02d} of every hour, so the nearest are {_on_grid(moment, grid_minute)}."
+        )
     return moment
 
 
@@ -80,13 +85,17 @@ def blob_request(params: dict[str, Any], grid_minute: int | None = None) -> tupl
     if start is None and end is None:
         return None
     if start is None or end is None:
-        raise ConfigError("A backfill needs both window_start and window_end (window_end is exclusive); leave both "
-                          "empty for a normal run.")
+        raise ConfigError(
+            "A backfill needs both window_start and window_end (window_end is exclusive); leave both "
+            "empty for a normal run."
+        )
     start_time, end_time = window_time("window_start", start, grid_minute), window_time("window_end", end, grid_minute)
     if end_time <= start_time:
-        raise ConfigError(f"window_end {end_time:%Y-%m-%dT%H:%M:%SZ} must be after window_start "
-                          f"{start_time:%Y-%m-%dT%H:%M:%SZ}: window_end is exclusive, so one hour from "
-                          f"{start_time:%H:%M} ends at {start_time + timedelta(hours=1):%H:%M}.")
+        raise ConfigError(
+            f"window_end {end_time:%Y-%m-%dT%H:%M:%SZ} must be after window_start "
+            f"{start_time:%Y-%m-%dT%H:%M:%SZ}: window_end is exclusive, so one hour from "
+            f"{start_time:%H:%M} ends at {start_time + timedelta(hours=1):%H:%M}."
+        )
     if params.get("reset_checkpoint"):
         raise ConfigError("Choose one: a backfill (window_start and window_end) or 'Reset the checkpoint', not both.")
     return start_time, end_time
@@ -96,7 +105,7 @@ def version(name: str, value: Any) -> int | None:
     """A Delta table version param: a whole number, 0 or more."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         raise ConfigError(f"{name} {value!r} is not a version: Delta versions are whole numbers from 0.")
     try:
         number = int(str(value).strip()) if isinstance(value, str) else int(value)
@@ -124,18 +133,24 @@ class CdfRequest:
 
 def cdf_request(params: dict[str, Any], pipelines: list[str] | None = None) -> CdfRequest:
     """The CDF params as a request; ``pipelines`` (the configured names, when known) checks the choice."""
-    start, end = version("starting_version", params.get("starting_version")), \
-        version("ending_version", params.get("ending_version"))
+    start, end = (
+        version("starting_version", params.get("starting_version")),
+        version("ending_version", params.get("ending_version")),
+    )
     full_refresh = bool(params.get("full_refresh"))
     name = _given(params, "pipeline")
     if full_refresh and start is not None:
         raise ConfigError("A full refresh takes ending_version (the snapshot version) only, not starting_version.")
     if not full_refresh and (start is None) != (end is None):
-        raise ConfigError("A version backfill needs both starting_version and ending_version (both inclusive); "
-                          "leave both empty for a normal run.")
+        raise ConfigError(
+            "A version backfill needs both starting_version and ending_version (both inclusive); "
+            "leave both empty for a normal run."
+        )
     if start is not None and end is not None and end < start:
-        raise ConfigError(f"ending_version {end} is before starting_version {start}: the range is inclusive, "
-                          f"give the smaller version first.")
+        raise ConfigError(
+            f"ending_version {end} is before starting_version {start}: the range is inclusive, "
+            f"give the smaller version first."
+        )
     if name is not None and pipelines is not None and name not in pipelines:
         raise ConfigError(f"pipeline {name!r} is not configured: choose one of {', '.join(pipelines)}.")
     if name is None and pipelines is not None and len(pipelines) > 1 and (full_refresh or start is not None):
@@ -149,22 +164,30 @@ def resolved(name: str, value: Any) -> str | None:
         return None
     text = str(value).strip()
     if not _HLC.match(text):
-        raise ConfigError(f"{name} {text!r} is not a RESOLVED timestamp: write it as the sink names its RESOLVED "
-                          f"files, <wall-clock nanoseconds>.<10-digit logical>, for example {HLC_EXAMPLE}.")
+        raise ConfigError(
+            f"{name} {text!r} is not a RESOLVED timestamp: write it as the sink names its RESOLVED "
+            f"files, <wall-clock nanoseconds>.<10-digit logical>, for example {HLC_EXAMPLE}."
+        )
     return text
 
 
 def crdb_request(params: dict[str, Any]) -> tuple[str | None, str | None]:
     """``(after_resolved, through_resolved)``: a backfill re-applies the files after the first through
     the second (after empty: from the sink's first file); ``(None, None)`` follows the checkpoint."""
-    after, through = resolved("after_resolved", params.get("after_resolved")), \
-        resolved("through_resolved", params.get("through_resolved"))
+    after, through = (
+        resolved("after_resolved", params.get("after_resolved")),
+        resolved("through_resolved", params.get("through_resolved")),
+    )
     if after is not None and through is None:
-        raise ConfigError("A backfill needs through_resolved (after_resolved alone names no range); leave both "
-                          "empty for a normal run.")
+        raise ConfigError(
+            "A backfill needs through_resolved (after_resolved alone names no range); leave both "
+            "empty for a normal run."
+        )
     if after is not None and through is not None and _hlc_key(after) >= _hlc_key(through):
-        raise ConfigError(f"after_resolved {after} must be before through_resolved {through}: the backfill applies "
-                          f"the files after the first up to the second.")
+        raise ConfigError(
+            f"after_resolved {after} must be before through_resolved {through}: the backfill applies "
+            f"the files after the first up to the second."
+        )
     if through is not None and params.get("reset_checkpoint"):
         raise ConfigError("Choose one: a backfill (through_resolved) or 'Reset the checkpoint', not both.")
     return after, through

@@ -76,8 +76,13 @@ def get_session(app_name: str, master: str | None = None, extra: dict[str, str] 
 
     from lakefeed.azure import REDACTION_REGEX, executor_env_settings
 
-    settings = {**jar_settings(), **DELTA_EXTENSIONS, **SESSION_REQUIRED, **SESSION_DEFAULTS,
-                "spark.redaction.regex": REDACTION_REGEX}
+    settings = {
+        **jar_settings(),
+        **DELTA_EXTENSIONS,
+        **SESSION_REQUIRED,
+        **SESSION_DEFAULTS,
+        "spark.redaction.regex": REDACTION_REGEX,
+    }
     builder = SparkSession.builder.appName(app_name)
     # Under spark-submit (it hands the driver a gateway port) the master comes
     # from spark-submit's --master; only a plain `python job.py` picks one here.
@@ -96,7 +101,9 @@ def get_session(app_name: str, master: str | None = None, extra: dict[str, str] 
 
         SparkContext._ensure_initialized()  # the gateway to spark-submit's JVM: its conf, not an empty one
         submitted = {key for key, _ in SparkConf().getAll()}
-        settings = {key: value for key, value in settings.items() if key not in SESSION_DEFAULTS or key not in submitted}
+        settings = {
+            key: value for key, value in settings.items() if key not in SESSION_DEFAULTS or key not in submitted
+        }
     for key, value in {**settings, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

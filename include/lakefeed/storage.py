@@ -7,23 +7,25 @@ task can open a chunk file by its relative path on any worker.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
+import posixpath
 import random
 import time
-import posixpath
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from lakefeed.jsonio import parse_json
 from lakefeed.errors import FeedCorruptError, FeedError, StorageUnavailableError
+from lakefeed.jsonio import parse_json
 
 log = logging.getLogger(__name__)
 # Attempts at a remote read before it counts as unavailable (LAKEFEED_READ_ATTEMPTS overrides).
@@ -31,8 +33,7 @@ RETRY_ATTEMPTS = int(os.environ.get("LAKEFEED_READ_ATTEMPTS", "5"))
 # The credential of the storage account connection the current task, sensor check or trigger check works
 # with (:func:`credentials_scope`): stores of Azure URLs opened meanwhile without one of their own
 # take it. A context variable, so concurrent trigger checks in one triggerer never see each other's.
-_CONNECTION_CREDENTIALS: ContextVar[dict[str, str] | None] = ContextVar("lakefeed_connection_credentials",
-                                                                       default=None)
+_CONNECTION_CREDENTIALS: ContextVar[dict[str, str] | None] = ContextVar("lakefeed_connection_credentials", default=None)
 
 
 @contextmanager
@@ -120,14 +121,23 @@ class Store(StoreBase):
             # A credential of another account than the one the URL names is not used for it.
             account = azure_location(self.root).account
             if self.credentials and not _fits(self.credentials, account):
-                raise FeedConfigError(f"{self.root} is in the storage account {account}, but the credential given "
-                                      f"for it is for the account {credential_account(self.credentials)}")
+                raise FeedConfigError(
+                    f"{self.root} is in the storage account {account}, but the credential given "
+                    f"for it is for the account {credential_account(self.credentials)}"
+                )
             self.credentials = self.credentials or next(
-                (found for found in (_CONNECTION_CREDENTIALS.get(), environment_credentials())
-                 if found and _fits(found, account)), {})
+                (
+                    found
+                    for found in (_CONNECTION_CREDENTIALS.get(), environment_credentials())
+                    if found and _fits(found, account)
+                ),
+                {},
+            )
             if not self.credentials:
-                raise FeedConfigError(f"no credentials to read {self.root}: set wasb_conn_id in the pipeline's "
-                                      f"configuration to the Airflow connection of its storage account")
+                raise FeedConfigError(
+                    f"no credentials to read {self.root}: set wasb_conn_id in the pipeline's "
+                    f"configuration to the Airflow connection of its storage account"
+                )
             # No listings cache: fsspec shares one filesystem instance per process and credential, and a
             # folder listed before a writer added to it (a target's _delta_log read by the plan step, then by
             # the commit step after the job) must be listed anew.
@@ -190,9 +200,7 @@ class Store(StoreBase):
             name = posixpath.basename(info["name"].rstrip("/"))
             if not name:
                 continue
-            entries.append(
-                Entry(name=name, size=int(info.get("size") or 0), is_dir=info.get("type") == "directory")
-            )
+            entries.append(Entry(name=name, size=int(info.get("size") or 0), is_dir=info.get("type") == "directory"))
         return sorted(entries, key=lambda entry: entry.name)
 
 
@@ -207,8 +215,9 @@ class RetryingReader(io.RawIOBase):
     Parsers above it therefore see either the file's bytes or that error, never a half-read stream that
     looks like corruption. A missing file or a refused permission is raised at once."""
 
-    def __init__(self, opener, url: str, attempts: int = RETRY_ATTEMPTS, first_delay: float = 0.5,
-                 max_delay: float = 8.0):
+    def __init__(
+        self, opener, url: str, attempts: int = RETRY_ATTEMPTS, first_delay: float = 0.5, max_delay: float = 8.0
+    ):
         super().__init__()
         self._opener, self.url = opener, url
         self._attempts, self._first_delay, self._max_delay = attempts, first_delay, max_delay
@@ -232,19 +241,26 @@ class RetryingReader(io.RawIOBase):
                 self._discard()
                 if attempt < self._attempts:
                     delay = min(self._max_delay, self._first_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-                    log.warning("%s: read failed in transit (%s: %s); retrying in %.1fs (attempt %d of %d)",
-                                self.url, type(exc).__name__, exc, delay, attempt, self._attempts)
+                    log.warning(
+                        "%s: read failed in transit (%s: %s); retrying in %.1fs (attempt %d of %d)",
+                        self.url,
+                        type(exc).__name__,
+                        exc,
+                        delay,
+                        attempt,
+                        self._attempts,
+                    )
                     time.sleep(delay)
-        raise StorageUnavailableError(f"{self.url}: reading failed {self._attempts} times in transit; last error "
-                                      f"{type(failure).__name__}: {failure}") from None
+        raise StorageUnavailableError(
+            f"{self.url}: reading failed {self._attempts} times in transit; last error "
+            f"{type(failure).__name__}: {failure}"
+        ) from None
 
     def _discard(self) -> None:
         handle, self._handle = self._handle, None
         if handle is not None:
-            try:
+            with contextlib.suppress(Exception):  # a broken connection may fail to close too
                 handle.close()
-            except Exception:  # a broken connection may fail to close too
-                pass
 
     def readable(self) -> bool:
         return True
@@ -259,7 +275,7 @@ class RetryingReader(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         data = self.read(len(buffer))
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         return len(data)
 
     def readall(self) -> bytes:

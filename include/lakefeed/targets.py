@@ -37,7 +37,8 @@ def verify_targets(recorded: dict[str, TableMark], targets: dict[str, str], wher
                 raise CheckpointMismatchError(
                     f"checkpoint {where} was made writing to {', '.join(sorted(recorded))}, but the {role} table is "
                     f"now configured as {location}, which holds none of that work. Point the configuration back, "
-                    f"or {remedy}.")
+                    f"or {remedy}."
+                )
             continue
         verify_table(role, location, None, mark, table_state(location, restores_after=mark.version), where, remedy)
 
@@ -56,8 +57,10 @@ def foreign_write(location: str, pipeline_id: str, after: int = -1) -> str | Non
     if not versions:
         return None
     if versions[0] != after + 1:
-        return (f"its log no longer holds versions {after + 1}..{versions[0] - 1} (log cleanup), so who wrote its "
-                f"rows cannot be shown")
+        return (
+            f"its log no longer holds versions {after + 1}..{versions[0] - 1} (log cleanup), so who wrote its "
+            f"rows cannot be shown"
+        )
     for version in versions:
         actions = delta_log.actions(version)
         if not changes_rows(actions):
@@ -80,15 +83,16 @@ def changed_by_others(location: str, pipeline_id: str, mark: TableMark | None) -
     if not versions:
         return "there is no Delta table there any more (dropped or moved)"
     if versions[-1] < mark.version:
-        return (f"it is at version {versions[-1]}, below version {mark.version} it was at: another table (or an "
-                "older copy) took its place")
+        return (
+            f"it is at version {versions[-1]}, below version {mark.version} it was at: another table (or an "
+            "older copy) took its place"
+        )
     if mark.version >= versions[0] and delta_log.table_id(mark.version) != mark.table_id:
         return f"it is another table than the one at version {mark.version} (dropped and recreated)"
     return foreign_write(location, pipeline_id, mark.version)
 
 
-def verify_own_writes(recorded: dict[str, TableMark], pipeline_id: str, where: str, adopt: str,
-                      remedy: str) -> None:
+def verify_own_writes(recorded: dict[str, TableMark], pipeline_id: str, where: str, adopt: str, remedy: str) -> None:
     """Refuse targets that are not the pipeline's own work since the checkpoint's marks
     (:func:`changed_by_others`): the checkpoint says a target holds what the feed says through its mark, and
     rows another tool (or another pipeline pointed at the same table) inserted, updated or deleted since
@@ -100,11 +104,13 @@ def verify_own_writes(recorded: dict[str, TableMark], pipeline_id: str, where: s
             raise CheckpointMismatchError(
                 f"checkpoint {where} says the target {location} holds only this pipeline's work through version "
                 f"{mark.version}, but since then {reason}. To accept the table as it is now, {adopt}; to rebuild "
-                f"it, {remedy}.")
+                f"it, {remedy}."
+            )
 
 
-def verify_unchanged_during_run(planned_marks: dict[str, TableMark], locations: list[str], pipeline_id: str,
-                                where: str, adopt: str, remedy: str) -> None:
+def verify_unchanged_during_run(
+    planned_marks: dict[str, TableMark], locations: list[str], pipeline_id: str, where: str, adopt: str, remedy: str
+) -> None:
     """Refuse, at the end of a run, targets that stopped being the pipeline's own work while it ran: since
     the mark its plan saw (``planned_marks``; none: the table was not there, so ever). The plan made its own
     checks up to then."""
@@ -115,7 +121,8 @@ def verify_unchanged_during_run(planned_marks: dict[str, TableMark], locations: 
             since = f"version {mark.version}, where the run's plan saw it" if mark else "the run's plan"
             raise CheckpointMismatchError(
                 f"checkpoint {where} was left as it was: the target {location} changed under this run: since "
-                f"{since}, {reason}. To accept the table as it is now, {adopt}; to rebuild it, {remedy}.")
+                f"{since}, {reason}. To accept the table as it is now, {adopt}; to rebuild it, {remedy}."
+            )
 
 
 def written_by(commit_info: dict) -> str:
@@ -156,8 +163,11 @@ def tables_under(root: str) -> list[str]:
     """The Delta tables directly under ``root`` (folders holding a ``_delta_log``), e.g. a CockroachDB
     pipeline's topic tables and its ledger of applied files."""
     store = Store(root)
-    return [f"{store.root}/{entry.name}" for entry in store.list("")
-            if entry.is_dir and any(e.name == "_delta_log" for e in store.list(entry.name))]
+    return [
+        f"{store.root}/{entry.name}"
+        for entry in store.list("")
+        if entry.is_dir and any(e.name == "_delta_log" for e in store.list(entry.name))
+    ]
 
 
 def verify_adoptable(locations: list[str], pipeline_id: str, where: str, adopt_param: str) -> None:
@@ -170,4 +180,5 @@ def verify_adoptable(locations: list[str], pipeline_id: str, where: str, adopt_p
             raise CheckpointMismatchError(
                 f"checkpoint {where} is empty, but the target {location} already holds rows: {reason}. This "
                 f"pipeline writes only tables it made or adopted. Point the configuration at a new location, or, "
-                f"to merge into this table as it is, trigger the DAG once with the param {adopt_param}=true.")
+                f"to merge into this table as it is, trigger the DAG once with the param {adopt_param}=true."
+            )

@@ -53,8 +53,8 @@ from lakefeed_airflow.runs import (
     JobOutputs,
     RunContext,
     fail_if_any_failed,
-    run_kind,
     plan_marks,
+    run_kind,
     verify_in_ledger,
     verify_unchanged,
 )
@@ -65,16 +65,39 @@ log = logging.getLogger(__name__)
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "blob_changefeed_job.py")
 COMMIT_TASK_ID = "commit_checkpoint"  # the task whose XCom is the run summary (read by the monitor)
 SEGMENT_LISTING_AHEAD = 24 * HOUR  # how far past its windows a plan lists segments for the checkpoint's nextSegment
-SUMMED = ("chunkFiles", "emptyChunkFiles", "bytesRead", "recordsRead", "recordsClaimed", "controlDropped",
-          "eventsClaimed", "strays", "duplicatesRemoved", "eventsUnique", "eventsInserted", "stateInserted",
-          "stateUpdated", "commitsMade", "eventsBytesWritten", "stateBytesWritten", "stateFilesRewritten",
-          "stateRowsCopied")
-RESET_REMEDY = ("trigger blob_changefeed_to_delta with the param reset_checkpoint=true: it ingests again from the "
-                "feed's first segment (or start_from) into the configured targets and records them")
+SUMMED = (
+    "chunkFiles",
+    "emptyChunkFiles",
+    "bytesRead",
+    "recordsRead",
+    "recordsClaimed",
+    "controlDropped",
+    "eventsClaimed",
+    "strays",
+    "duplicatesRemoved",
+    "eventsUnique",
+    "eventsInserted",
+    "stateInserted",
+    "stateUpdated",
+    "commitsMade",
+    "eventsBytesWritten",
+    "stateBytesWritten",
+    "stateFilesRewritten",
+    "stateRowsCopied",
+)
+RESET_REMEDY = (
+    "trigger blob_changefeed_to_delta with the param reset_checkpoint=true: it ingests again from the "
+    "feed's first segment (or start_from) into the configured targets and records them"
+)
 
 
-def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[str, Any], run: RunContext,
-         where: str = "lakefeed_blob_checkpoint") -> dict[str, Any]:
+def plan(
+    config: BlobPipelineConfig,
+    checkpoint: BlobCheckpoint,
+    params: dict[str, Any],
+    run: RunContext,
+    where: str = "lakefeed_blob_checkpoint",
+) -> dict[str, Any]:
     """Which batches of windows this run submits; refuses (a :class:`~lakefeed.errors.Refusal`) a request
     that cannot be served, a checkpoint that does not belong to this feed and these targets, targets that
     hold rows this pipeline did not write while the checkpoint is empty, and segments lost to retention."""
@@ -108,8 +131,13 @@ def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[st
     else:
         first = checkpoint.watermark if kind == SCHEDULED and checkpoint.watermark else origin
         if kind == SCHEDULED and checkpoint.watermark:
-            gap = retention_gap(checkpoint.watermark, checkpoint.next_segment, checkpoint.segments_listed_through,
-                                first_segment, last_consumable)
+            gap = retention_gap(
+                checkpoint.watermark,
+                checkpoint.next_segment,
+                checkpoint.segments_listed_through,
+                first_segment,
+                last_consumable,
+            )
             if gap is not None and not acknowledge_loss:
                 raise DataLossError(gap.message(store.root, where))
             if gap is not None:
@@ -132,16 +160,32 @@ def plan(config: BlobPipelineConfig, checkpoint: BlobCheckpoint, params: dict[st
         "dataLoss": data_loss,
         "acknowledgeDataLoss": acknowledge_loss,
         "targetMarks": plan_marks(kind, sorted(targets.values())),
-        **(_segment_marks(feed, kind, data_loss["resumeWindow"] if data_loss else checkpoint.watermark, origin,
-                          batches, last_consumable) if kind != BACKFILL else {}),
+        **(
+            _segment_marks(
+                feed,
+                kind,
+                data_loss["resumeWindow"] if data_loss else checkpoint.watermark,
+                origin,
+                batches,
+                last_consumable,
+            )
+            if kind != BACKFILL
+            else {}
+        ),
         "config": as_mapping(config),
     }
     log.info("plan: %s", json.dumps(result))
     return result
 
 
-def _segment_marks(feed: ChangeFeed, kind: str, watermark: datetime | str | None, origin: datetime | None,
-                   batches: list[Batch], last_consumable: datetime) -> dict[str, Any]:
+def _segment_marks(
+    feed: ChangeFeed,
+    kind: str,
+    watermark: datetime | str | None,
+    origin: datetime | None,
+    batches: list[Batch],
+    last_consumable: datetime,
+) -> dict[str, Any]:
     """For each watermark the commit step may set (where the run starts, and each batch's end), the oldest
     segment the windows from there read (:func:`lakefeed.blob.retention.next_segment`), from one listing of
     the feed up to a day past the run's windows; the checkpoint records it for the next plan's retention
@@ -153,8 +197,10 @@ def _segment_marks(feed: ChangeFeed, kind: str, watermark: datetime | str | None
     positions = [start] + [b.end for b in batches]
     horizon = min(last_consumable, max(positions) + SEGMENT_LISTING_AHEAD)
     starts = [s for s in feed.segment_starts_between((start - HOUR).date(), horizon.date()) if s <= horizon]
-    return {"segmentMarks": {format_time(p): _time_text(next_segment(p, starts)) for p in positions},
-            "segmentsListedThrough": format_time(horizon)}
+    return {
+        "segmentMarks": {format_time(p): _time_text(next_segment(p, starts)) for p in positions},
+        "segmentsListedThrough": format_time(horizon),
+    }
 
 
 def _time_text(moment: datetime | None) -> str | None:
@@ -171,9 +217,23 @@ def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
     config = planned_config(planned)
     loss = ["--acknowledge-data-loss"] if planned.get("acknowledgeDataLoss") else []
     return [
-        ["--feed-root", config.feed_root, "--window-start", batch["start"], "--window-end", batch["end"],
-         "--events-table", config.events_table, "--state-table", config.state_table,
-         "--decoder", config.decoder, *loss, "--pipeline-id", config.checkpoint_variable]
+        [
+            "--feed-root",
+            config.feed_root,
+            "--window-start",
+            batch["start"],
+            "--window-end",
+            batch["end"],
+            "--events-table",
+            config.events_table,
+            "--state-table",
+            config.state_table,
+            "--decoder",
+            config.decoder,
+            *loss,
+            "--pipeline-id",
+            config.checkpoint_variable,
+        ]
         for index, batch in enumerate(planned["batches"])
     ]
 
@@ -186,20 +246,33 @@ def _belongs(summary: dict[str, Any], job: dict[str, Any], targets: dict[str, st
     """The summary is of this batch: its windows, and the events and state tables the plan named."""
     from lakefeed.delta import table_location
 
-    return (summary.get("windows") == _windows_of(Batch.from_dict(job))
-            and (summary.get("eventsTable"), summary.get("stateTable")) == (table_location(targets["events"]),
-                                                                            table_location(targets["state"])))
+    return summary.get("windows") == _windows_of(Batch.from_dict(job)) and (
+        summary.get("eventsTable"),
+        summary.get("stateTable"),
+    ) == (table_location(targets["events"]), table_location(targets["state"]))
 
 
-def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs, run_id: str,
-           announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
+def commit(
+    store: CheckpointStore,
+    planned: dict[str, Any],
+    outputs: JobOutputs,
+    run_id: str,
+    announced_since: AnnouncedSince = nothing_announced,
+) -> dict[str, Any]:
     """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed."""
     batches = [Batch.from_dict(b) for b in planned["batches"]]
-    summaries = outputs.credited(planned["batches"],
-                                 lambda summary, job: _belongs(summary, job, planned["targetTables"]))
+    summaries = outputs.credited(
+        planned["batches"], lambda summary, job: _belongs(summary, job, planned["targetTables"])
+    )
     verify_in_ledger(summaries, planned_config(planned).checkpoint_variable, store.where, RESET_REMEDY)
-    verify_unchanged(planned["kind"], planned.get("targetMarks"), planned["targets"],
-                     planned_config(planned).checkpoint_variable, store.where, RESET_REMEDY)
+    verify_unchanged(
+        planned["kind"],
+        planned.get("targetMarks"),
+        planned["targets"],
+        planned_config(planned).checkpoint_variable,
+        store.where,
+        RESET_REMEDY,
+    )
     refused = outputs.refused
     kind = planned["kind"]
     last_consumable = parse_time(planned["lastConsumable"])
@@ -207,44 +280,70 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
     data_loss = planned.get("dataLoss")
     resume = parse_time(data_loss["resumeWindow"]) if data_loss else None
     segment_marks = planned.get("segmentMarks") or {}
-    failed = [{**b.to_dict(), **({"refused": refused[i]} if i in refused else {})}
-              for i, b in enumerate(batches) if i not in summaries]
+    failed = [
+        {**b.to_dict(), **({"refused": refused[i]} if i in refused else {})}
+        for i, b in enumerate(batches)
+        if i not in summaries
+    ]
     events, state = planned["targetTables"]["events"], planned["targetTables"]["state"]
     reported = {}
     for summary in summaries.values():
         if summary.get("eventsInserted") and summary.get("eventsTableVersion") is not None:
             reported[(events, summary["eventsTableVersion"])] = (summary["eventsInserted"], 0, 0)
-        if (summary.get("stateInserted") or summary.get("stateUpdated")) and summary.get("stateTableVersion") is not None:
-            reported[(state, summary["stateTableVersion"])] = (summary.get("stateInserted", 0),
-                                                               summary.get("stateUpdated", 0), 0)
-    announcer = Announcer(planned["targets"], planned_config(planned).checkpoint_variable, announce=not failed,
-                          reported=reported, announced_since=announced_since)
+        if (summary.get("stateInserted") or summary.get("stateUpdated")) and summary.get(
+            "stateTableVersion"
+        ) is not None:
+            reported[(state, summary["stateTableVersion"])] = (
+                summary.get("stateInserted", 0),
+                summary.get("stateUpdated", 0),
+                0,
+            )
+    announcer = Announcer(
+        planned["targets"],
+        planned_config(planned).checkpoint_variable,
+        announce=not failed,
+        reported=reported,
+        announced_since=announced_since,
+    )
 
     def change(checkpoint: BlobCheckpoint) -> BlobCheckpoint:
         announced = announcer.marks(checkpoint)
         if kind == BACKFILL:
             return checkpoint.moved(announced=announced)
         if kind == SCHEDULED and checkpoint.feed not in (None, planned["feed"]):
-            log.warning("the checkpoint was reset to another feed (%s) while this run ran: not moving it",
-                        checkpoint.feed)
+            log.warning(
+                "the checkpoint was reset to another feed (%s) while this run ran: not moving it", checkpoint.feed
+            )
             return checkpoint.moved(announced=announced)
         stored = checkpoint.watermark
         if resume is not None and kind == SCHEDULED and (stored is None or stored < resume):
             stored = resume  # the windows before it were acknowledged as lost: the run starts there
         watermark = position_after(kind, stored, [(b.start, b.end) for b in batches], set(summaries), origin=origin)
-        seen = last_consumable if kind == RESET or checkpoint.last_consumable is None \
+        seen = (
+            last_consumable
+            if kind == RESET or checkpoint.last_consumable is None
             else max(last_consumable, checkpoint.last_consumable)
+        )
         marks = current_marks(planned["targets"]) if summaries or kind == RESET else checkpoint.targets
         retention = {}
         if watermark is not None and format_time(watermark) in segment_marks:
             recorded = segment_marks[format_time(watermark)]
-            retention = {"next_segment": parse_time(recorded) if recorded else None,
-                         "segments_listed_through": parse_time(planned["segmentsListedThrough"])}
+            retention = {
+                "next_segment": parse_time(recorded) if recorded else None,
+                "segments_listed_through": parse_time(planned["segmentsListedThrough"]),
+            }
         elif watermark != checkpoint.watermark:
             retention = {"next_segment": None, "segments_listed_through": None}  # not listed for this watermark
-        return checkpoint.moved(watermark=watermark, last_consumable=seen, feed=planned["feed"],
-                                grid_minute=planned["gridMinute"], targets=marks, announced=announced,
-                                updated_by=run_id, **retention)
+        return checkpoint.moved(
+            watermark=watermark,
+            last_consumable=seen,
+            feed=planned["feed"],
+            grid_minute=planned["gridMinute"],
+            targets=marks,
+            announced=announced,
+            updated_by=run_id,
+            **retention,
+        )
 
     before, after = store.update(change)
     report = {
@@ -274,6 +373,7 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
 # -- what the DAG's tasks call: the plan reads the configuration and checkpoint from their Variables; the
 # later tasks work from the plan --
 
+
 def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
     from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
 
@@ -287,8 +387,9 @@ def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
     return job_arguments(planned)
 
 
-def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str,
-                announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
+def commit_task(
+    planned: dict[str, Any], outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
+) -> dict[str, Any]:
     from lakefeed_airflow.settings import blob_checkpoint_store
 
     config = planned_config(planned)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from lakefeed.assets import FULL_REFRESH_MODE, cdf_changes
@@ -44,11 +45,11 @@ from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, ver
 from lakefeed_airflow.runs import (
     Announcer,
     JobOutputs,
+    RefusedWithReport,
     RunContext,
     fail_if_any_failed,
-    run_kind,
-    RefusedWithReport,
     plan_marks,
+    run_kind,
     verify_in_ledger,
     verify_unchanged,
 )
@@ -59,8 +60,17 @@ log = logging.getLogger(__name__)
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "delta_cdf_job.py")
 COMMIT_TASK_ID = "commit_checkpoints"  # the task whose XCom is the run summary (read by the monitor)
 CHANGES, FULL_REFRESH = "changes", FULL_REFRESH_MODE
-SUMMED = ("rowsRead", "keysChanged", "inserted", "updated", "deleted", "unchanged", "bytesWritten", "filesRewritten",
-          "rowsCopied")
+SUMMED = (
+    "rowsRead",
+    "keysChanged",
+    "inserted",
+    "updated",
+    "deleted",
+    "unchanged",
+    "bytesWritten",
+    "filesRewritten",
+    "rowsCopied",
+)
 
 
 def adopt_remedy(pipeline: str) -> str:
@@ -68,12 +78,15 @@ def adopt_remedy(pipeline: str) -> str:
 
 
 def refresh_remedy(pipeline: str) -> str:
-    return (f"trigger delta_cdf_to_delta with pipeline={pipeline} and full_refresh=true: it rebuilds the target "
-            f"from a snapshot of the source and restarts the checkpoint at that version")
+    return (
+        f"trigger delta_cdf_to_delta with pipeline={pipeline} and full_refresh=true: it rebuilds the target "
+        f"from a snapshot of the source and restarts the checkpoint at that version"
+    )
 
 
-def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[str, Any],
-         run: RunContext) -> dict[str, Any]:
+def plan(
+    config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[str, Any], run: RunContext
+) -> dict[str, Any]:
     """Jobs for this run, per pipeline; refuses (a :class:`~lakefeed.errors.Refusal`) a request that cannot
     be served, or a checkpoint whose source or target is not the table it was made on."""
     request = cdf_request(params, [p.name for p in config.pipelines])
@@ -82,8 +95,10 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
     name = request.pipeline
     if name is None and kind != SCHEDULED and not run.is_airflow_backfill:
         if len(config.pipelines) > 1:
-            raise ConfigError(f"a backfill or full refresh needs the param pipeline (configured: "
-                              f"{', '.join(p.name for p in config.pipelines)})")
+            raise ConfigError(
+                f"a backfill or full refresh needs the param pipeline (configured: "
+                f"{', '.join(p.name for p in config.pipelines)})"
+            )
         name = config.pipelines[0].name
     chosen = [config.pipeline(name)] if name else config.pipelines
     adopt = bool(params.get("adopt_targets"))
@@ -103,31 +118,59 @@ def plan(config: CdfConfig, checkpoints: dict[str, CdfCheckpoint], params: dict[
             else:
                 _verify(pipeline, checkpoint, delta_log)
                 if not adopt:
-                    verify_own_writes(checkpoint.targets, pipeline.checkpoint_variable,
-                                      f"Variable {pipeline.checkpoint_variable}", adopt_remedy(pipeline.name),
-                                      refresh_remedy(pipeline.name))
+                    verify_own_writes(
+                        checkpoint.targets,
+                        pipeline.checkpoint_variable,
+                        f"Variable {pipeline.checkpoint_variable}",
+                        adopt_remedy(pipeline.name),
+                        refresh_remedy(pipeline.name),
+                    )
                 if checkpoint.applied_version is None:
                     planned, origin, pipeline_kind = _first_run(pipeline, delta_log, latest)
                 else:
-                    planned, origin, pipeline_kind = [{"mode": CHANGES, **r.to_dict()} for r in pending_ranges(
-                        checkpoint.applied_version, latest, pipeline.versions_per_job,
-                        pipeline.max_versions_per_run)], None, SCHEDULED
+                    planned, origin, pipeline_kind = (
+                        [
+                            {"mode": CHANGES, **r.to_dict()}
+                            for r in pending_ranges(
+                                checkpoint.applied_version,
+                                latest,
+                                pipeline.versions_per_job,
+                                pipeline.max_versions_per_run,
+                            )
+                        ],
+                        None,
+                        SCHEDULED,
+                    )
             _check_in_log(pipeline, delta_log, [job for job in planned if job["mode"] == CHANGES])
             if pipeline_kind == SCHEDULED and checkpoint.applied_version is None and not adopt:
-                verify_adoptable([pipeline.target_table], pipeline.checkpoint_variable,
-                                 f"Variable {pipeline.checkpoint_variable}", "adopt_targets")
+                verify_adoptable(
+                    [pipeline.target_table],
+                    pipeline.checkpoint_variable,
+                    f"Variable {pipeline.checkpoint_variable}",
+                    "adopt_targets",
+                )
             jobs += [{"pipeline": pipeline.name, **job} for job in planned]
-            pipelines[pipeline.name] = {"kind": pipeline_kind, "origin": origin, "latest": latest,
-                                        "sourceTableId": delta_log.table_id(),
-                                        "appliedBefore": checkpoint.applied_version,
-                                        "targetMarks": plan_marks(pipeline_kind, [pipeline.target_table])}
+            pipelines[pipeline.name] = {
+                "kind": pipeline_kind,
+                "origin": origin,
+                "latest": latest,
+                "sourceTableId": delta_log.table_id(),
+                "appliedBefore": checkpoint.applied_version,
+                "targetMarks": plan_marks(pipeline_kind, [pipeline.target_table]),
+            }
     result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "config": as_mapping(config)}
     log.info("plan: %s", json.dumps(result))
     return result
 
 
-def verify_source(name: str, source_table: str, checkpoint_variable: str, recorded_id: str | None,
-                  applied: int | None, delta_log: DeltaLog) -> TableState | None:
+def verify_source(
+    name: str,
+    source_table: str,
+    checkpoint_variable: str,
+    recorded_id: str | None,
+    applied: int | None,
+    delta_log: DeltaLog,
+) -> TableState | None:
     """Refuse a source that is not the table its checkpoint was made on: dropped and recreated (another
     table id), or replaced by an older copy (its latest version is below the applied one). The sensor
     and the planner both call this, so neither waits forever for versions the new table does not have.
@@ -142,13 +185,16 @@ def verify_source(name: str, source_table: str, checkpoint_variable: str, record
         raise ChangeDataError(
             f"checkpoint {where} says versions up to {applied} of {source_table} are applied, but its latest "
             f"version is {state.latest_version}: the table was replaced by an older copy. To start over on it, "
-            f"{remedy}.")
+            f"{remedy}."
+        )
     return state
 
 
 def _no_source(name: str, source_table: str) -> str:
-    return (f"pipeline {name}: the source table {source_table} does not exist (no Delta log there). Fix "
-            f"source_table in the configuration, or create the table (with delta.enableChangeDataFeed = true).")
+    return (
+        f"pipeline {name}: the source table {source_table} does not exist (no Delta log there). Fix "
+        f"source_table in the configuration, or create the table (with delta.enableChangeDataFeed = true)."
+    )
 
 
 def _latest_version(pipeline: CdfPipeline, delta_log: DeltaLog) -> int:
@@ -168,17 +214,20 @@ def _check_in_log(pipeline: CdfPipeline, delta_log: DeltaLog, ranges: list[dict[
         raise DataLossError(
             f"pipeline {pipeline.name}: versions {first}..{oldest - 1} of {pipeline.source_table} are no longer in "
             f"its log (removed by log cleanup after delta.logRetentionDuration); their change data cannot be read. "
-            f"To go on, {refresh_remedy(pipeline.name)}.")
+            f"To go on, {refresh_remedy(pipeline.name)}."
+        )
 
 
-def verify_definition_of(name: str, checkpoint: CdfCheckpoint, keys: list[str], columns: list[str] | None,
-                         where: str) -> None:
+def verify_definition_of(
+    name: str, checkpoint: CdfCheckpoint, keys: list[str], columns: list[str] | None, where: str
+) -> None:
     """Refuse keys or columns other than those the checkpoint recorded (the sensor and the planner)."""
     if checkpoint.keys is not None:
         remedy = refresh_remedy(name)
         verify_definition(f"pipeline {name}'s keys", list(checkpoint.keys), list(keys), where, remedy)
-        verify_definition(f"pipeline {name}'s columns", _columns_text(checkpoint.columns), _columns_text(columns),
-                          where, remedy)
+        verify_definition(
+            f"pipeline {name}'s columns", _columns_text(checkpoint.columns), _columns_text(columns), where, remedy
+        )
 
 
 def _verify(pipeline: CdfPipeline, checkpoint: CdfCheckpoint, delta_log: DeltaLog) -> None:
@@ -188,9 +237,16 @@ def _verify(pipeline: CdfPipeline, checkpoint: CdfCheckpoint, delta_log: DeltaLo
         raise CheckpointMismatchError(
             f"checkpoint {where} was made reading {checkpoint.source}, but pipeline {pipeline.name} now reads "
             f"{pipeline.source_table}: its applied version says nothing about that table. Point the configuration "
-            f"back, or {remedy}.")
-    verify_source(pipeline.name, pipeline.source_table, pipeline.checkpoint_variable, checkpoint.source_id,
-                  checkpoint.applied_version, delta_log)
+            f"back, or {remedy}."
+        )
+    verify_source(
+        pipeline.name,
+        pipeline.source_table,
+        pipeline.checkpoint_variable,
+        checkpoint.source_id,
+        checkpoint.applied_version,
+        delta_log,
+    )
     verify_targets(checkpoint.targets, {"target": pipeline.target_table}, where, remedy)
 
 
@@ -211,8 +267,9 @@ def _first_run(pipeline: CdfPipeline, delta_log: DeltaLog, latest: int) -> tuple
 def _refresh_at(version: int | None, latest: int, pipeline: CdfPipeline) -> list[dict]:
     version = latest if version is None else version
     if version > latest:
-        raise ChangeDataError(f"ending_version {version} is beyond the latest version {latest} of "
-                              f"{pipeline.source_table}")
+        raise ChangeDataError(
+            f"ending_version {version} is beyond the latest version {latest} of {pipeline.source_table}"
+        )
     return [{"mode": FULL_REFRESH, "version": version}]
 
 
@@ -222,8 +279,7 @@ def _version_range(start: int | None, end: int | None, latest: int, pipeline: Cd
     if end < start:
         raise ConfigError(f"ending_version {end} must not be before starting_version {start}")
     if end > latest:
-        raise ChangeDataError(f"ending_version {end} is beyond the latest version {latest} of "
-                              f"{pipeline.source_table}")
+        raise ChangeDataError(f"ending_version {end} is beyond the latest version {latest} of {pipeline.source_table}")
     return [{"mode": CHANGES, **r.to_dict()} for r in split_range(start, end, pipeline.versions_per_job)]
 
 
@@ -238,11 +294,11 @@ def _committed_in_interval(delta_log: DeltaLog, run: RunContext, pipeline: CdfPi
             f"pipeline {pipeline.name}: this Backfill run re-applies the versions committed in {run.interval_start} "
             f".. {run.interval_end}, but versions 0..{versions[0] - 1} of {pipeline.source_table} are no longer in "
             f"its log (log cleanup), so the versions of that interval cannot be known or read. "
-            f"To go on, {refresh_remedy(pipeline.name)}.")
+            f"To go on, {refresh_remedy(pipeline.name)}."
+        )
     span = delta_log.versions_committed_between(start_ms, int(run.interval_end.timestamp() * 1000))
     if span is None:
-        log.info("pipeline %s: no version committed in %s .. %s", pipeline.name, run.interval_start,
-                 run.interval_end)
+        log.info("pipeline %s: no version committed in %s .. %s", pipeline.name, run.interval_start, run.interval_end)
         return []
     return [{"mode": CHANGES, **r.to_dict()} for r in split_range(*span, pipeline.versions_per_job)]
 
@@ -256,10 +312,16 @@ def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
     """``application_args`` of one spark-submit per job (the job's command-line contract), from the plan."""
     config = planned_config(planned)
     arguments = []
-    for index, job in enumerate(planned["jobs"]):
+    for _index, job in enumerate(planned["jobs"]):
         pipeline = config.pipeline(job["pipeline"])
-        args = ["--source-table", pipeline.source_table, "--target-table", pipeline.target_table,
-                "--keys", ",".join(pipeline.keys)]
+        args = [
+            "--source-table",
+            pipeline.source_table,
+            "--target-table",
+            pipeline.target_table,
+            "--keys",
+            ",".join(pipeline.keys),
+        ]
         if pipeline.columns:
             args += ["--columns", ",".join(pipeline.columns)]
         if job["mode"] == FULL_REFRESH:
@@ -274,17 +336,27 @@ def _belongs(summary: dict[str, Any], job: dict[str, Any], pipeline: CdfPipeline
     """The summary is of this job: its range and mode, and the source and target the plan named."""
     from lakefeed.delta import table_location
 
-    if (summary.get("source"), summary.get("target")) != (table_location(pipeline.source_table),
-                                                          table_location(pipeline.target_table)):
+    if (summary.get("source"), summary.get("target")) != (
+        table_location(pipeline.source_table),
+        table_location(pipeline.target_table),
+    ):
         return False
     if job["mode"] == FULL_REFRESH:
         return summary.get("mode") == FULL_REFRESH and summary.get("endingVersion") == job["version"]
-    return (summary.get("mode") == CHANGES and summary.get("startingVersion") == job["start"]
-            and summary.get("endingVersion") == job["end"])
+    return (
+        summary.get("mode") == CHANGES
+        and summary.get("startingVersion") == job["start"]
+        and summary.get("endingVersion") == job["end"]
+    )
 
 
-def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs: JobOutputs, run_id: str,
-           announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
+def commit(
+    stores: dict[str, CheckpointStore],
+    planned: dict[str, Any],
+    outputs: JobOutputs,
+    run_id: str,
+    announced_since: AnnouncedSince = nothing_announced,
+) -> dict[str, Any]:
     """Per pipeline: move its checkpoint as the run's kind allows (compare-and-set); report; fail if any job failed.
     Works from the plan's configuration only."""
     config = planned_config(planned)
@@ -294,8 +366,12 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
     summaries = {i: s for i, s in summaries.items() if i not in voided}
     refused = outputs.refused
     failed = [job for i, job in enumerate(jobs) if i not in summaries and i not in voided]
-    report: dict[str, Any] = {"kind": planned["kind"], "pipelines": {}, "targetsChanged": [],
-                              "announcementsDeferred": 0}
+    report: dict[str, Any] = {
+        "kind": planned["kind"],
+        "pipelines": {},
+        "targetsChanged": [],
+        "announcementsDeferred": 0,
+    }
     refusals: list[CheckpointMismatchError] = []
     # A commit step that fails after some pipelines' checkpoints were written leaves no harm: their
     # ``announced`` marks only ever pass entries that Airflow's events name.
@@ -306,40 +382,71 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
             done = {i: summaries[i] for i, _ in mine if i in summaries}
             try:  # a pipeline whose target lost its jobs' commits, or took others' rows, keeps its checkpoint
                 verify_in_ledger(done, pipeline.checkpoint_variable, stores[name].where, refresh_remedy(name))
-                verify_unchanged(plan_of["kind"], plan_of.get("targetMarks"), [pipeline.target_table],
-                                 pipeline.checkpoint_variable, stores[name].where, refresh_remedy(name),
-                                 adopt_remedy(name))
+                verify_unchanged(
+                    plan_of["kind"],
+                    plan_of.get("targetMarks"),
+                    [pipeline.target_table],
+                    pipeline.checkpoint_variable,
+                    stores[name].where,
+                    refresh_remedy(name),
+                    adopt_remedy(name),
+                )
             except CheckpointMismatchError as exc:
                 log.error("pipeline %s: %s", name, exc)
                 refusals.append(exc)
                 applied = stores[name].load().applied_version
                 report["pipelines"][name] = {
-                    "kind": plan_of["kind"], "jobs": len(mine), "refused": str(exc),
-                    "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
-                                   for i, job in mine if i not in summaries and i not in voided],
-                    "appliedBefore": applied, "appliedVersion": applied, "latestVersion": plan_of["latest"]}
+                    "kind": plan_of["kind"],
+                    "jobs": len(mine),
+                    "refused": str(exc),
+                    "jobsFailed": [
+                        {**job, **({"refused": refused[i]} if i in refused else {})}
+                        for i, job in mine
+                        if i not in summaries and i not in voided
+                    ],
+                    "appliedBefore": applied,
+                    "appliedVersion": applied,
+                    "latestVersion": plan_of["latest"],
+                }
                 continue
-            reported = {(pipeline.target_table, s["targetVersion"]): (s.get("inserted", 0), s.get("updated", 0),
-                                                                      s.get("deleted", 0))
-                        for s in done.values() if (s.get("committed") or s.get("mode") == FULL_REFRESH)
-                        and s.get("targetVersion") is not None}
-            announcer = Announcer([pipeline.target_table], pipeline.checkpoint_variable, announce=not failed,
-                                  reported=reported, announced_since=announced_since)
-            before, after = stores[name].update(
-                lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id, announcer.marks(checkpoint)))
+            reported = {
+                (pipeline.target_table, s["targetVersion"]): (
+                    s.get("inserted", 0),
+                    s.get("updated", 0),
+                    s.get("deleted", 0),
+                )
+                for s in done.values()
+                if (s.get("committed") or s.get("mode") == FULL_REFRESH) and s.get("targetVersion") is not None
+            }
+            announcer = Announcer(
+                [pipeline.target_table],
+                pipeline.checkpoint_variable,
+                announce=not failed,
+                reported=reported,
+                announced_since=announced_since,
+            )
+            before, after = stores[name].update(_mover(plan_of, mine, done, pipeline, run_id, announcer))
             latest = plan_of["latest"]
             report["pipelines"][name] = {
                 "kind": plan_of["kind"],
                 "jobs": len(mine),
-                "jobsFailed": [{**job, **({"refused": refused[i]} if i in refused else {})}
-                               for i, job in mine if i not in summaries and i not in voided],
+                "jobsFailed": [
+                    {**job, **({"refused": refused[i]} if i in refused else {})}
+                    for i, job in mine
+                    if i not in summaries and i not in voided
+                ],
                 "jobsVoided": [{**job, "rebuiltAt": voided[i]} for i, job in mine if i in voided],
-                "versions": [[job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine],
+                "versions": [
+                    [job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine
+                ],
                 **{key: sum(s.get(key, 0) for s in done.values()) for key in SUMMED},
                 "appliedBefore": before.applied_version,
                 "appliedVersion": after.applied_version,
-                "checkpointReset": ({"from": before.applied_version, "to": after.applied_version}
-                                    if plan_of["kind"] == RESET and not after.same_position(before) else None),
+                "checkpointReset": (
+                    {"from": before.applied_version, "to": after.applied_version}
+                    if plan_of["kind"] == RESET and not after.same_position(before)
+                    else None
+                ),
                 "latestVersion": latest,
                 "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
                 "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in done.values()), 3),
@@ -349,7 +456,9 @@ def commit(stores: dict[str, CheckpointStore], planned: dict[str, Any], outputs:
     log.info("run summary: %s", json.dumps(report, indent=2))
     if refusals:
         raise RefusedWithReport(" ".join(map(str, refusals)), report)
-    fail_if_any_failed(failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report)
+    fail_if_any_failed(
+        failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report
+    )
     return report
 
 
@@ -368,16 +477,41 @@ def _rebuilt_since(jobs: list[dict[str, Any]], summaries: dict[int, dict], confi
             rebuilt = rebuilt_after(pipeline.target_table, summary.get("targetVersion"), REFRESH_MARKER)
         target = pipeline.target_table
         if rebuilt is not None:
-            log.warning("pipeline %s: a full refresh rebuilt %s at version %d after job %d (versions %d..%d) "
-                        "committed: not credited, the next run applies them again", job["pipeline"], target,
-                        rebuilt, index, job["start"], job["end"])
+            log.warning(
+                "pipeline %s: a full refresh rebuilt %s at version %d after job %d (versions %d..%d) "
+                "committed: not credited, the next run applies them again",
+                job["pipeline"],
+                target,
+                rebuilt,
+                index,
+                job["start"],
+                job["end"],
+            )
             voided[index] = rebuilt
     return voided
 
 
-def _moved(checkpoint: CdfCheckpoint, plan_of: dict[str, Any], mine: list[tuple[int, dict]],
-           done: dict[int, dict], pipeline: CdfPipeline, run_id: str,
-           announced: dict[str, TableMark]) -> CdfCheckpoint:
+def _mover(
+    plan_of: dict[str, Any],
+    mine: list[tuple[int, dict]],
+    done: dict[int, dict],
+    pipeline: CdfPipeline,
+    run_id: str,
+    announcer: Announcer,
+) -> Callable[[CdfCheckpoint], CdfCheckpoint]:
+    """The compare-and-set change of one pipeline's checkpoint (:func:`_moved` with its announced marks)."""
+    return lambda checkpoint: _moved(checkpoint, plan_of, mine, done, pipeline, run_id, announcer.marks(checkpoint))
+
+
+def _moved(
+    checkpoint: CdfCheckpoint,
+    plan_of: dict[str, Any],
+    mine: list[tuple[int, dict]],
+    done: dict[int, dict],
+    pipeline: CdfPipeline,
+    run_id: str,
+    announced: dict[str, TableMark],
+) -> CdfCheckpoint:
     """The pipeline's checkpoint after this run (pure: may run again after a compare-and-set conflict),
     with the ``announced`` marks of its asset events."""
     kind = plan_of["kind"]
@@ -385,8 +519,11 @@ def _moved(checkpoint: CdfCheckpoint, plan_of: dict[str, Any], mine: list[tuple[
         return checkpoint.moved(announced=announced)
     source_id = next((s["sourceTableId"] for s in done.values() if s.get("sourceTableId")), plan_of["sourceTableId"])
     if kind == SCHEDULED and checkpoint.source_id not in (None, source_id):
-        log.warning("pipeline %s: the checkpoint was reset to source table %s while this run ran: not moving it",
-                    pipeline.name, checkpoint.source_id)
+        log.warning(
+            "pipeline %s: the checkpoint was reset to source table %s while this run ran: not moving it",
+            pipeline.name,
+            checkpoint.source_id,
+        )
         return checkpoint.moved(announced=announced)
     if kind == RESET:
         refreshed = max(s["endingVersion"] for s in done.values())
@@ -394,18 +531,26 @@ def _moved(checkpoint: CdfCheckpoint, plan_of: dict[str, Any], mine: list[tuple[
     else:
         ranges = [(job["start"], job["end"] + 1) for _, job in mine]
         stored = None if checkpoint.applied_version is None else checkpoint.applied_version + 1
-        position = position_after(SCHEDULED, stored, ranges, {n for n, (i, _) in enumerate(mine) if i in done},
-                                  origin=plan_of["origin"])
+        position = position_after(
+            SCHEDULED, stored, ranges, {n for n, (i, _) in enumerate(mine) if i in done}, origin=plan_of["origin"]
+        )
     applied = None if position is None or position == 0 else position - 1
     marks = current_marks([pipeline.target_table]) if done else checkpoint.targets
-    return checkpoint.moved(applied_version=applied, source=pipeline.source_table, source_id=source_id,
-                            targets=marks, keys=tuple(pipeline.keys),
-                            columns=tuple(pipeline.columns) if pipeline.columns else None, announced=announced,
-                            updated_by=run_id)
+    return checkpoint.moved(
+        applied_version=applied,
+        source=pipeline.source_table,
+        source_id=source_id,
+        targets=marks,
+        keys=tuple(pipeline.keys),
+        columns=tuple(pipeline.columns) if pipeline.columns else None,
+        announced=announced,
+        updated_by=run_id,
+    )
 
 
 # -- what the DAG's tasks call: the plan reads the configuration and checkpoints from their Variables; the
 # later tasks work from the plan --
+
 
 def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
     from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
@@ -426,11 +571,17 @@ def connections_task(planned: dict[str, Any]) -> list[str | None]:
     return [config.pipeline(job["pipeline"]).wasb_conn_id for job in planned["jobs"]]
 
 
-def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str,
-                announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
+def commit_task(
+    planned: dict[str, Any], outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
+) -> dict[str, Any]:
     from lakefeed_airflow.settings import cdf_checkpoint_store
 
     config = planned_config(planned)
     with connection_scope(config.wasb_conn_id):
-        return commit({p.name: cdf_checkpoint_store(p, config) for p in config.pipelines}, planned, outputs, run_id,
-                      announced_since)
+        return commit(
+            {p.name: cdf_checkpoint_store(p, config) for p in config.pipelines},
+            planned,
+            outputs,
+            run_id,
+            announced_since,
+        )

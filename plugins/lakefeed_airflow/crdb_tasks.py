@@ -31,11 +31,11 @@ from lakefeed.config import PROJECT_ROOT, CrdbConfig, as_mapping
 from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
+from lakefeed.delta import table_location
 from lakefeed.errors import WindowNotReadyError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import crdb_request
-from lakefeed.delta import table_location
 from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_own_writes, verify_targets
 from lakefeed_airflow.runs import (
     ADOPT,
@@ -43,8 +43,8 @@ from lakefeed_airflow.runs import (
     JobOutputs,
     RunContext,
     fail_if_any_failed,
-    run_kind,
     plan_marks,
+    run_kind,
     verify_in_ledger,
     verify_unchanged,
 )
@@ -55,14 +55,31 @@ log = logging.getLogger(__name__)
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "cockroach_changefeed_job.py")
 COMMIT_TASK_ID = "commit_checkpoint"  # the task whose XCom is the run summary (read by the monitor)
 ORIGIN = Hlc(0, 0)  # the position before the sink's first file
-SUMMED = ("files", "bytesRead", "messagesRead", "duplicatesDropped", "supersededInBatch", "staleSkipped", "inserted",
-          "updated", "deleted", "commitsMade")
-RESET_REMEDY = ("trigger cockroach_changefeed_to_delta with the param reset_checkpoint=true: it applies the sink "
-                "again from its first file into the configured target root and records them")
+SUMMED = (
+    "files",
+    "bytesRead",
+    "messagesRead",
+    "duplicatesDropped",
+    "supersededInBatch",
+    "staleSkipped",
+    "inserted",
+    "updated",
+    "deleted",
+    "commitsMade",
+)
+RESET_REMEDY = (
+    "trigger cockroach_changefeed_to_delta with the param reset_checkpoint=true: it applies the sink "
+    "again from its first file into the configured target root and records them"
+)
 
 
-def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any], run: RunContext,
-         where: str = "lakefeed_crdb_checkpoint") -> dict[str, Any]:
+def plan(
+    config: CrdbConfig,
+    checkpoint: CrdbCheckpoint,
+    params: dict[str, Any],
+    run: RunContext,
+    where: str = "lakefeed_crdb_checkpoint",
+) -> dict[str, Any]:
     """The resolved ranges this run applies; refuses a request that cannot be served or a checkpoint that
     does not belong to this sink and these tables."""
     after, through = (Hlc.parse(stamp) if stamp else None for stamp in crdb_request(params))
@@ -73,12 +90,19 @@ def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any],
     if kind == SCHEDULED:
         verify_feed(checkpoint.sink, store.identity, where, RESET_REMEDY)
         verify_definition("target_root", recorded_root(checkpoint), target_root, where, RESET_REMEDY)
-        verify_targets(checkpoint.targets, {f"topic {location.rsplit('/', 1)[-1]}": location
-                                            for location in checkpoint.targets}, where, RESET_REMEDY)
+        verify_targets(
+            checkpoint.targets,
+            {f"topic {location.rsplit('/', 1)[-1]}": location for location in checkpoint.targets},
+            where,
+            RESET_REMEDY,
+        )
         if not params.get("adopt_targets"):
             verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, ADOPT, RESET_REMEDY)
-    if kind != BACKFILL and (kind == RESET or (checkpoint.resolved is None and not checkpoint.targets)) \
-            and not params.get("adopt_targets"):
+    if (
+        kind != BACKFILL
+        and (kind == RESET or (checkpoint.resolved is None and not checkpoint.targets))
+        and not params.get("adopt_targets")
+    ):
         verify_adoptable(tables_under(config.target_root), config.checkpoint_variable, where, "adopt_targets")
     cursor = Hlc.parse(checkpoint.resolved) if kind == SCHEDULED and checkpoint.resolved else None
     if kind == BACKFILL and run.is_airflow_backfill:
@@ -95,13 +119,16 @@ def plan(config: CrdbConfig, checkpoint: CrdbCheckpoint, params: dict[str, Any],
             raise WindowNotReadyError(f"{store.root} has no RESOLVED file at {', '.join(missing)}")
         batches = [(after, through)]
     else:
-        resolved = [f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED and
-                    (cursor is None or f.timestamp > cursor)]
+        resolved = [
+            f.timestamp
+            for f in list_sink(store, cursor)
+            if f.kind == RESOLVED and (cursor is None or f.timestamp > cursor)
+        ]
         step = config.resolved_per_batch
         chosen = resolved[: step * config.max_batches_per_run]
-        ends = chosen[step - 1::step] + ([chosen[-1]] if chosen and len(chosen) % step else [])
+        ends = chosen[step - 1 :: step] + ([chosen[-1]] if chosen and len(chosen) % step else [])
         starts = [cursor] + ends[:-1]
-        batches = list(zip(starts, ends))
+        batches = list(zip(starts, ends, strict=False))
     newest = max((f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED), default=None)
     result = {
         "kind": kind,
@@ -140,12 +167,16 @@ def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
     """``application_args`` of one spark-submit per batch (the job's command-line contract), from the plan."""
     config = planned_config(planned)
     arguments = []
-    for index, batch in enumerate(planned["batches"]):
+    for _index, batch in enumerate(planned["batches"]):
         args = ["--sink-root", config.sink_root, "--target-root", config.target_root]
         if batch["after"]:
             args += ["--after-resolved", batch["after"]]
-        args += ["--through-resolved", batch["through"], "--late-file-lookback-hours",
-                 str(config.late_file_lookback_hours)]
+        args += [
+            "--through-resolved",
+            batch["through"],
+            "--late-file-lookback-hours",
+            str(config.late_file_lookback_hours),
+        ]
         if config.parquet_keys:
             args += ["--parquet-keys", ";".join(f"{t}={','.join(c)}" for t, c in sorted(config.parquet_keys.items()))]
         arguments.append(args + ["--pipeline-id", config.checkpoint_variable])
@@ -155,55 +186,92 @@ def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
 def topic_tables(target_root: str) -> list[str]:
     """The topic tables under ``target_root`` as ``<target_root>/<topic>`` (not the applied-files table)."""
     root = target_root.rstrip("/")
-    return [f"{root}/{name}" for name in sorted(t.rsplit("/", 1)[1] for t in tables_under(target_root))
-            if name != APPLIED_FILES_TABLE]
+    return [
+        f"{root}/{name}"
+        for name in sorted(t.rsplit("/", 1)[1] for t in tables_under(target_root))
+        if name != APPLIED_FILES_TABLE
+    ]
 
 
-def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs, run_id: str,
-           announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
+def commit(
+    store: CheckpointStore,
+    planned: dict[str, Any],
+    outputs: JobOutputs,
+    run_id: str,
+    announced_since: AnnouncedSince = nothing_announced,
+) -> dict[str, Any]:
     """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed.
     Works from the plan's configuration only."""
     config = planned_config(planned)
     batches = planned["batches"]
-    summaries = outputs.credited(batches, lambda s, b: (
-        s.get("afterResolved"), s.get("throughResolved"), root_of(s.get("targetRoot") or "")) == (
-        b["after"], b["through"], planned["targetRoot"]))
+    summaries = outputs.credited(
+        batches,
+        lambda s, b: (
+            (s.get("afterResolved"), s.get("throughResolved"), root_of(s.get("targetRoot") or ""))
+            == (b["after"], b["through"], planned["targetRoot"])
+        ),
+    )
     verify_in_ledger(summaries, config.checkpoint_variable, store.where, RESET_REMEDY)
-    verify_unchanged(planned["kind"], planned.get("targetMarks"), tables_under(config.target_root), config.checkpoint_variable,
-                     store.where, RESET_REMEDY)
+    verify_unchanged(
+        planned["kind"],
+        planned.get("targetMarks"),
+        tables_under(config.target_root),
+        config.checkpoint_variable,
+        store.where,
+        RESET_REMEDY,
+    )
     refused = outputs.refused
     kind = planned["kind"]
     spans = [(Hlc.parse(b["after"]) if b["after"] else ORIGIN, Hlc.parse(b["through"])) for b in batches]
     topics = sorted({topic for s in summaries.values() for topic in s.get("topics", {})})
-    failed = [{**b, **({"refused": refused[i]} if i in refused else {})}
-              for i, b in enumerate(batches) if i not in summaries]
+    failed = [
+        {**b, **({"refused": refused[i]} if i in refused else {})} for i, b in enumerate(batches) if i not in summaries
+    ]
     root = config.target_root.rstrip("/")
-    reported = {(f"{root}/{topic}", figures["targetVersion"]): (figures.get("inserted", 0), figures.get("updated", 0),
-                                                                figures.get("deleted", 0))
-                for s in summaries.values() for topic, figures in s.get("topics", {}).items()
-                if figures.get("targetVersion") is not None  # the job committed (as it counts commitsMade)
-                and figures.get("keysChanged", 0) > figures.get("staleSkipped", 0)}
-    announcer = Announcer(topic_tables(config.target_root), config.checkpoint_variable, announce=not failed,
-                          reported=reported, announced_since=announced_since,
-                          # the checkpoint's targets: <target_root as configured>/<topic>
-                          table_key=lambda location: f"{root}/{location.rstrip('/').rsplit('/', 1)[-1]}")
+    reported = {
+        (f"{root}/{topic}", figures["targetVersion"]): (
+            figures.get("inserted", 0),
+            figures.get("updated", 0),
+            figures.get("deleted", 0),
+        )
+        for s in summaries.values()
+        for topic, figures in s.get("topics", {}).items()
+        if figures.get("targetVersion") is not None  # the job committed (as it counts commitsMade)
+        and figures.get("keysChanged", 0) > figures.get("staleSkipped", 0)
+    }
+    announcer = Announcer(
+        topic_tables(config.target_root),
+        config.checkpoint_variable,
+        announce=not failed,
+        reported=reported,
+        announced_since=announced_since,
+        # the checkpoint's targets: <target_root as configured>/<topic>
+        table_key=lambda location: f"{root}/{location.rstrip('/').rsplit('/', 1)[-1]}",
+    )
 
     def change(checkpoint: CrdbCheckpoint) -> CrdbCheckpoint:
         announced = announcer.marks(checkpoint)
         if kind == BACKFILL:
             return checkpoint.moved(announced=announced)
         if kind == SCHEDULED and checkpoint.sink not in (None, planned["sink"]):
-            log.warning("the checkpoint was reset to another sink (%s) while this run ran: not moving it",
-                        checkpoint.sink)
+            log.warning(
+                "the checkpoint was reset to another sink (%s) while this run ran: not moving it", checkpoint.sink
+            )
             return checkpoint.moved(announced=announced)
         stored = Hlc.parse(checkpoint.resolved) if checkpoint.resolved and kind == SCHEDULED else None
         position = position_after(kind, stored, spans, set(summaries), origin=ORIGIN)
-        tables = sorted(set(checkpoint.targets if kind == SCHEDULED else ()) |
-                        {f"{config.target_root}/{topic}" for topic in topics})
+        tables = sorted(
+            set(checkpoint.targets if kind == SCHEDULED else ()) | {f"{config.target_root}/{topic}" for topic in topics}
+        )
         marks = current_marks(tables) if summaries or kind == RESET else checkpoint.targets
-        return checkpoint.moved(resolved=None if position in (None, ORIGIN) else str(position),
-                                sink=planned["sink"], targets=marks, target_root=planned["targetRoot"],
-                                announced=announced, updated_by=run_id)
+        return checkpoint.moved(
+            resolved=None if position in (None, ORIGIN) else str(position),
+            sink=planned["sink"],
+            targets=marks,
+            target_root=planned["targetRoot"],
+            announced=announced,
+            updated_by=run_id,
+        )
 
     before, after = store.update(change)
     newest = planned["newestResolved"]
@@ -219,7 +287,8 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
         "newestResolved": newest,
         "checkpointMoved": not after.same_position(before),
         "lagSeconds": round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
-        if newest and after.resolved else None,
+        if newest and after.resolved
+        else None,
         "sparkSeconds": round(sum(sum(s.get("seconds", {}).values()) for s in summaries.values()), 3),
         "targetsChanged": crdb_changes(announcer.entries),
         "announcementsDeferred": announcer.deferred,
@@ -231,6 +300,7 @@ def commit(store: CheckpointStore, planned: dict[str, Any], outputs: JobOutputs,
 
 # -- what the DAG's tasks call: the plan reads the configuration and checkpoint from their Variables; the
 # later tasks work from the plan --
+
 
 def plan_task(params: dict[str, Any], run: RunContext) -> dict[str, Any]:
     from lakefeed_airflow.settings import crdb_checkpoint_store, crdb_config
@@ -245,8 +315,9 @@ def arguments_task(planned: dict[str, Any]) -> list[list[str]]:
     return job_arguments(planned)
 
 
-def commit_task(planned: dict[str, Any], outputs: JobOutputs, run_id: str,
-                announced_since: AnnouncedSince = nothing_announced) -> dict[str, Any]:
+def commit_task(
+    planned: dict[str, Any], outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
+) -> dict[str, Any]:
     from lakefeed_airflow.settings import crdb_checkpoint_store
 
     config = planned_config(planned)

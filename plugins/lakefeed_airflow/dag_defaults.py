@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
-from typing import Iterator
+from datetime import UTC, datetime, timedelta
 
 from airflow.sdk.definitions.timetables.interval import CronDataIntervalTimetable
 
@@ -26,7 +26,7 @@ SPARK_CONN_ID = "spark_default"
 SPARK_POOL = "lakefeed_spark"
 # One slot: the commit steps (the checkpoint writers) of every lakefeed DAG run one at a time, on any worker.
 CHECKPOINT_POOL = "lakefeed_checkpoints"
-START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 # More than one: a scheduled run waiting (deferred) for the hour's data holds one of the DAG's run slots,
 # and a backfill or a manual run triggered meanwhile must not queue behind that wait. Runs that overlap
 # converge (idempotent MERGEs, the checkpoint moved by compare-and-set, commit steps taking turns).
@@ -47,7 +47,7 @@ def record_failure(context) -> None:
     text = f"{type(error).__name__}: {error}" if error is not None else "the task failed without an error"
     try:
         context["ti"].xcom_push(key=FAILURE_KEY, value={"error": redact(airflow_redact(text))[:4000]})
-    except Exception:  # noqa: BLE001 - a record for the monitor must never change how the task ended
+    except Exception:
         logging.getLogger(__name__).warning("could not record the failure for the monitor", exc_info=True)
 
 

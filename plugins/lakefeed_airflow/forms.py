@@ -19,7 +19,8 @@ pipelines. This is the only Variable access at parse time; it is best effort
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from airflow.sdk import Param
 
@@ -67,41 +68,64 @@ def cdf_pipeline_names() -> list[str] | None:
 
 
 # Airflow's Backfill mode shows the same form but passes no params to its runs.
-SINGLE_RUN_ONLY = ("Single Run only: Airflow's Backfill mode ignores this field, and each of its runs re-processes "
-                   "its own hour.")
+SINGLE_RUN_ONLY = (
+    "Single Run only: Airflow's Backfill mode ignores this field, and each of its runs re-processes its own hour."
+)
 
 
 def adopt_targets_param(what: str) -> Param:
-    return Param(False, type="boolean", title="Adopt existing targets",
-                 description=f"Merge into {what} although they hold rows this pipeline did not write (another "
-                             f"tool's, or this pipeline's under another checkpoint Variable): with an empty "
-                             f"checkpoint, any such rows; afterwards, rows changed since the checkpoint recorded "
-                             f"the table. Without it such a run is refused.")
+    return Param(
+        False,
+        type="boolean",
+        title="Adopt existing targets",
+        description=f"Merge into {what} although they hold rows this pipeline did not write (another "
+        f"tool's, or this pipeline's under another checkpoint Variable): with an empty "
+        f"checkpoint, any such rows; afterwards, rows changed since the checkpoint recorded "
+        f"the table. Without it such a run is refused.",
+    )
 
 
 def blob_params(grid_minute: int | None) -> dict[str, Param]:
-    on_grid = (f"windows start at minute {grid_minute:02d} of every hour (hh:{grid_minute:02d})"
-               if grid_minute is not None else
-               "windows start at the minute the feed's segments start at (hh:10 for Azure's feeds; the "
-               "DAG's run summaries show it as gridMinute)")
+    on_grid = (
+        f"windows start at minute {grid_minute:02d} of every hour (hh:{grid_minute:02d})"
+        if grid_minute is not None
+        else "windows start at the minute the feed's segments start at (hh:10 for Azure's feeds; the "
+        "DAG's run summaries show it as gridMinute)"
+    )
     example = f"2026-01-01T00:{grid_minute if grid_minute is not None else 10:02d}:00Z"
     hint = f"ISO-8601 UTC on the feed's hourly grid: {on_grid}. Example: {example}."
     return {
-        "window_start": Param(None, type=["null", "string"], title="Backfill from (window start)",
-                              description=f"Re-process the windows from this one on. Leave empty for a normal "
-                                          f"run. Give window_end too. {hint} {SINGLE_RUN_ONLY}"),
-        "window_end": Param(None, type=["null", "string"], title="Backfill until (exclusive)",
-                            description=f"The first window not to re-process; after window_start. {hint}"),
-        "reset_checkpoint": Param(False, type="boolean", title="Reset the checkpoint",
-                                  description="Forget the checkpoint and ingest from the feed's first window (or "
-                                              "start_from) into the configured targets, recording the feed and "
-                                              "targets anew: the way on after the feed or a target was replaced."),
-        "acknowledge_data_loss": Param(False, type="boolean", title="Acknowledge data loss",
-                                       description="Go on past change feed segments or chunk files that retention "
-                                                   "deleted before they were read. A run without it stops naming "
-                                                   "the windows that may be missing events; with it, the run "
-                                                   "applies what remains and its summary records the windows given "
-                                                   "up (dataLossAcknowledged, missingShards)."),
+        "window_start": Param(
+            None,
+            type=["null", "string"],
+            title="Backfill from (window start)",
+            description=f"Re-process the windows from this one on. Leave empty for a normal "
+            f"run. Give window_end too. {hint} {SINGLE_RUN_ONLY}",
+        ),
+        "window_end": Param(
+            None,
+            type=["null", "string"],
+            title="Backfill until (exclusive)",
+            description=f"The first window not to re-process; after window_start. {hint}",
+        ),
+        "reset_checkpoint": Param(
+            False,
+            type="boolean",
+            title="Reset the checkpoint",
+            description="Forget the checkpoint and ingest from the feed's first window (or "
+            "start_from) into the configured targets, recording the feed and "
+            "targets anew: the way on after the feed or a target was replaced.",
+        ),
+        "acknowledge_data_loss": Param(
+            False,
+            type="boolean",
+            title="Acknowledge data loss",
+            description="Go on past change feed segments or chunk files that retention "
+            "deleted before they were read. A run without it stops naming "
+            "the windows that may be missing events; with it, the run "
+            "applies what remains and its summary records the windows given "
+            "up (dataLossAcknowledged, missingShards).",
+        ),
         "adopt_targets": adopt_targets_param("the configured events and state tables"),
     }
 
@@ -109,37 +133,66 @@ def blob_params(grid_minute: int | None) -> dict[str, Param]:
 def cdf_params(pipelines: list[str] | None) -> dict[str, Param]:
     choice: dict[str, Any] = {"enum": [None, *pipelines]} if pipelines else {}
     return {
-        "pipeline": Param(None, type=["null", "string"], title="Pipeline", **choice,
-                          description="The configured pipeline to backfill or refresh; empty for a normal run "
-                                      "(needed for a range or a full refresh when several are configured)."),
-        "starting_version": Param(None, type=["null", "integer"], title="Starting version (inclusive)",
-                                  description=f"Re-apply source versions from this one; give ending_version too. "
-                                              f"{SINGLE_RUN_ONLY}"),
-        "ending_version": Param(None, type=["null", "integer"], title="Ending version (inclusive)",
-                                description="Last source version to re-apply; with full_refresh, the snapshot "
-                                            "version (default: the latest)."),
-        "full_refresh": Param(False, type="boolean", title="Full refresh",
-                              description="Rebuild the target from a snapshot of the source (at ending_version, "
-                                          "default the latest) and set the checkpoint to exactly that version, "
-                                          "even when it was ahead: the next run applies the versions after it."),
+        "pipeline": Param(
+            None,
+            type=["null", "string"],
+            title="Pipeline",
+            **choice,
+            description="The configured pipeline to backfill or refresh; empty for a normal run "
+            "(needed for a range or a full refresh when several are configured).",
+        ),
+        "starting_version": Param(
+            None,
+            type=["null", "integer"],
+            title="Starting version (inclusive)",
+            description=f"Re-apply source versions from this one; give ending_version too. {SINGLE_RUN_ONLY}",
+        ),
+        "ending_version": Param(
+            None,
+            type=["null", "integer"],
+            title="Ending version (inclusive)",
+            description="Last source version to re-apply; with full_refresh, the snapshot "
+            "version (default: the latest).",
+        ),
+        "full_refresh": Param(
+            False,
+            type="boolean",
+            title="Full refresh",
+            description="Rebuild the target from a snapshot of the source (at ending_version, "
+            "default the latest) and set the checkpoint to exactly that version, "
+            "even when it was ahead: the next run applies the versions after it.",
+        ),
         "adopt_targets": adopt_targets_param("the configured target tables"),
     }
 
 
 def crdb_params() -> dict[str, Param]:
-    hint = ("A RESOLVED timestamp as the sink writes it: <wall ns>.<10-digit logical>, e.g. "
-            "1714751617108996000.0000000000 (the run summaries show resolved and newestResolved).")
+    hint = (
+        "A RESOLVED timestamp as the sink writes it: <wall ns>.<10-digit logical>, e.g. "
+        "1714751617108996000.0000000000 (the run summaries show resolved and newestResolved)."
+    )
     return {
-        "after_resolved": Param(None, type=["null", "string"], title="Backfill after (RESOLVED)",
-                                description=f"Re-apply the files after this RESOLVED file (empty: from the sink's "
-                                            f"first file). Give through_resolved too. {hint}"),
-        "through_resolved": Param(None, type=["null", "string"],
-                                  title="Backfill through (RESOLVED)",
-                                  description=f"Re-apply the files up to this RESOLVED file. Leave empty for a normal "
-                                              f"run. {hint} {SINGLE_RUN_ONLY}"),
-        "reset_checkpoint": Param(False, type="boolean", title="Reset the checkpoint",
-                                  description="Forget the checkpoint and apply the sink from its first file, "
-                                              "recording the sink and tables anew: the way on after the sink moved or "
-                                              "a topic table was replaced."),
+        "after_resolved": Param(
+            None,
+            type=["null", "string"],
+            title="Backfill after (RESOLVED)",
+            description=f"Re-apply the files after this RESOLVED file (empty: from the sink's "
+            f"first file). Give through_resolved too. {hint}",
+        ),
+        "through_resolved": Param(
+            None,
+            type=["null", "string"],
+            title="Backfill through (RESOLVED)",
+            description=f"Re-apply the files up to this RESOLVED file. Leave empty for a normal "
+            f"run. {hint} {SINGLE_RUN_ONLY}",
+        ),
+        "reset_checkpoint": Param(
+            False,
+            type="boolean",
+            title="Reset the checkpoint",
+            description="Forget the checkpoint and apply the sink from its first file, "
+            "recording the sink and tables anew: the way on after the sink moved or "
+            "a topic table was replaced.",
+        ),
         "adopt_targets": adopt_targets_param("the topic tables under the configured target_root"),
     }

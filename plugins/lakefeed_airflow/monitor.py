@@ -8,11 +8,12 @@ errors through :func:`lakefeed.monitor.redact`). The figures themselves come fro
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 import json
 import logging
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 from lakefeed.monitor import (
     RunRow,
@@ -52,8 +53,7 @@ def dag_facts(dag_id: str) -> DagFacts:
     return {
         BLOB_DAG: DagFacts(blob_tasks.COMMIT_TASK_ID, ("window_start", "window_end"), "Reset the checkpoint"),
         CDF_DAG: DagFacts(cdf_tasks.COMMIT_TASK_ID, ("starting_version", "ending_version"), "Full refresh"),
-        CRDB_DAG: DagFacts(crdb_tasks.COMMIT_TASK_ID, ("after_resolved", "through_resolved"),
-                           "Reset the checkpoint"),
+        CRDB_DAG: DagFacts(crdb_tasks.COMMIT_TASK_ID, ("after_resolved", "through_resolved"), "Reset the checkpoint"),
     }[dag_id]
 
 
@@ -61,28 +61,44 @@ def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, An
     """The DAG's latest runs, newest first, each with its run summary (the commit task's XCom) or None.
     A failed run carries the reason its first failing task recorded (:data:`FAILURE_KEY`; for runs older
     than that record, the refusal a plan or a job kept), explained for people."""
-    from sqlalchemy import and_, or_, select
-
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
+    from sqlalchemy import and_, or_, select
 
     facts = dag_facts(dag_id)
     with create_session() as session:
-        runs = session.scalars(select(DagRun).where(DagRun.dag_id == dag_id)
-                               .order_by(DagRun.id.desc()).limit(limit)).all()
+        runs = session.scalars(
+            select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).limit(limit)
+        ).all()
         if not runs:
             return []
         run_ids = [r.run_id for r in runs]
-        xcoms = session.scalars(select(XComModel).where(
-            XComModel.dag_id == dag_id, XComModel.run_id.in_(run_ids),
-            or_(XComModel.key.in_([FAILURE_KEY, REFUSAL_KEY]),
-                and_(XComModel.key == "return_value", XComModel.task_id == facts.commit_task,
-                     XComModel.map_index == -1))).order_by(XComModel.timestamp)).all()
-        skipped = {run_id for (run_id,) in session.execute(select(TaskInstance.run_id).where(
-            TaskInstance.dag_id == dag_id, TaskInstance.run_id.in_(run_ids),
-            TaskInstance.state == "skipped")).all()}
+        xcoms = session.scalars(
+            select(XComModel)
+            .where(
+                XComModel.dag_id == dag_id,
+                XComModel.run_id.in_(run_ids),
+                or_(
+                    XComModel.key.in_([FAILURE_KEY, REFUSAL_KEY]),
+                    and_(
+                        XComModel.key == "return_value",
+                        XComModel.task_id == facts.commit_task,
+                        XComModel.map_index == -1,
+                    ),
+                ),
+            )
+            .order_by(XComModel.timestamp)
+        ).all()
+        skipped = {
+            run_id
+            for (run_id,) in session.execute(
+                select(TaskInstance.run_id).where(
+                    TaskInstance.dag_id == dag_id, TaskInstance.run_id.in_(run_ids), TaskInstance.state == "skipped"
+                )
+            ).all()
+        }
         reports: dict[str, dict | None] = {}
         recorded: dict[str, dict[str, list[tuple[str, str]]]] = {}  # run → key → [(task, error)], oldest first
         for row in xcoms:
@@ -101,18 +117,25 @@ def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, An
                 found = recorded.get(r.run_id, {})
                 task, text = (found.get(FAILURE_KEY) or found.get(REFUSAL_KEY) or [("", UNRECORDED)])[0]
                 reason = explain(task, text, facts.reset)
-            base = run_base(r.run_id, _text(r.run_type), state, r.start_date, r.end_date,
-                            purpose=run_purpose(_text(r.run_type), r.conf, facts.range_params),
-                            outcome=outcome_of(state, reports.get(r.run_id) is not None, r.run_id in skipped,
-                                               reason),
-                            reason=reason)
+            base = run_base(
+                r.run_id,
+                _text(r.run_type),
+                state,
+                r.start_date,
+                r.end_date,
+                purpose=run_purpose(_text(r.run_type), r.conf, facts.range_params),
+                outcome=outcome_of(state, reports.get(r.run_id) is not None, r.run_id in skipped, reason),
+                reason=reason,
+            )
             rows.append((base, reports.get(r.run_id)))
         return rows
 
 
 # A failed run without a recorded reason: marked failed by hand, or stopped by dagrun_timeout.
-UNRECORDED = ("DagRunTimeout: the run failed without a task error on record: it ran past the DAG's "
-              "dagrun_timeout, or a task was marked failed by hand")
+UNRECORDED = (
+    "DagRunTimeout: the run failed without a task error on record: it ran past the DAG's "
+    "dagrun_timeout, or a task was marked failed by hand"
+)
 
 
 def _text(value: Any) -> str:
@@ -132,17 +155,35 @@ def _guarded(read: Callable[[], Any]) -> tuple[Any, str | None]:
     """``(value, None)``, or ``(None, message)`` when the source cannot be read now (shown, redacted)."""
     try:
         return read(), None
-    except Exception as exc:  # noqa: BLE001 - the page shows what went wrong instead of failing
+    except Exception as exc:
         log.warning("monitor: %s", redact(f"{type(exc).__name__}: {exc}"))
         return None, redact(f"{type(exc).__name__}: {exc}")
 
 
-def _card(*, key: str, dag_id: str, title: str, config: dict, checkpoint: dict, position: dict, lag: dict,
-          rows: list[RunRow], error: str | None) -> dict[str, Any]:
+def _card(
+    *,
+    key: str,
+    dag_id: str,
+    title: str,
+    config: dict,
+    checkpoint: dict,
+    position: dict,
+    lag: dict,
+    rows: list[RunRow],
+    error: str | None,
+) -> dict[str, Any]:
     runs = [row.to_dict() for row in rows]
     return {
-        "key": key, "dagId": dag_id, "title": title, "config": safe_config(config), "checkpoint": checkpoint,
-        "source": position, "lag": lag, "error": error, "runs": runs, "health": health(rows),
+        "key": key,
+        "dagId": dag_id,
+        "title": title,
+        "config": safe_config(config),
+        "checkpoint": checkpoint,
+        "source": position,
+        "lag": lag,
+        "error": error,
+        "runs": runs,
+        "health": health(rows),
         "failedBatches": [{"runId": r["runId"], **b} for r in runs for b in r["failedBatches"]],
     }
 
@@ -162,39 +203,58 @@ def blob_card() -> dict[str, Any]:
     config = blob_config(orm=True)
     checkpoint, error = _guarded(lambda: blob_checkpoint_store(config, orm=True).load())
     last_consumable, source_error = _guarded(
-        lambda: ChangeFeed(feed_store(config.feed_root, config.wasb_conn_id)).last_consumable())
+        lambda: ChangeFeed(feed_store(config.feed_root, config.wasb_conn_id)).last_consumable()
+    )
     watermark = format_time(checkpoint.watermark) if checkpoint and checkpoint.watermark else None
     consumable = format_time(last_consumable) if last_consumable else None
-    return _card(key="blob", dag_id=BLOB_DAG, title="Azure Blob change feed → Delta",
-                 config=dataclasses.asdict(config),
-                 checkpoint={"label": "watermark", "value": watermark,
-                             "document": json.loads(checkpoint.to_json()) if checkpoint else None},
-                 position={"label": "lastConsumable", "value": consumable, "error": source_error},
-                 lag=lag_of("hours", consumable, watermark, _hours_between),
-                 rows=[blob_row(base, report) for base, report in recent_runs(BLOB_DAG)], error=error)
+    return _card(
+        key="blob",
+        dag_id=BLOB_DAG,
+        title="Azure Blob change feed → Delta",
+        config=dataclasses.asdict(config),
+        checkpoint={
+            "label": "watermark",
+            "value": watermark,
+            "document": json.loads(checkpoint.to_json()) if checkpoint else None,
+        },
+        position={"label": "lastConsumable", "value": consumable, "error": source_error},
+        lag=lag_of("hours", consumable, watermark, _hours_between),
+        rows=[blob_row(base, report) for base, report in recent_runs(BLOB_DAG)],
+        error=error,
+    )
 
 
 def cdf_cards() -> list[dict[str, Any]]:
     from lakefeed.deltalog import DeltaLog
-    from lakefeed_airflow.wasb_feed import location_store
     from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
+    from lakefeed_airflow.wasb_feed import location_store
 
     config = cdf_config(orm=True)
     runs = recent_runs(CDF_DAG)
     cards = []
     for pipeline in config.pipelines:
-        checkpoint, error = _guarded(lambda: cdf_checkpoint_store(pipeline, config, orm=True).load())
+        checkpoint, error = _guarded(lambda: cdf_checkpoint_store(pipeline, config, orm=True).load())  # noqa: B023
         latest, source_error = _guarded(
-            lambda: DeltaLog(location_store(pipeline.source_table, pipeline.wasb_conn_id)).latest_version())
+            lambda: DeltaLog(location_store(pipeline.source_table, pipeline.wasb_conn_id)).latest_version()  # noqa: B023
+        )
         applied = checkpoint.applied_version if checkpoint else None
-        cards.append(_card(
-            key=f"cdf:{pipeline.name}", dag_id=CDF_DAG, title=f"Delta CDF {pipeline.name} → Delta",
-            config=dataclasses.asdict(pipeline),
-            checkpoint={"label": "applied version", "value": applied,
-                        "document": json.loads(checkpoint.to_json()) if checkpoint else None},
-            position={"label": "latest version", "value": latest, "error": source_error},
-            lag=lag_of("versions", latest, applied, lambda a, b: a - b),
-            rows=[cdf_row(base, report, pipeline.name) for base, report in runs], error=error))
+        cards.append(
+            _card(
+                key=f"cdf:{pipeline.name}",
+                dag_id=CDF_DAG,
+                title=f"Delta CDF {pipeline.name} → Delta",
+                config=dataclasses.asdict(pipeline),
+                checkpoint={
+                    "label": "applied version",
+                    "value": applied,
+                    "document": json.loads(checkpoint.to_json()) if checkpoint else None,
+                },
+                position={"label": "latest version", "value": latest, "error": source_error},
+                lag=lag_of("versions", latest, applied, lambda a, b: a - b),
+                rows=[cdf_row(base, report, pipeline.name) for base, report in runs],
+                error=error,
+            )
+        )
     return cards
 
 
@@ -210,30 +270,55 @@ def crdb_card() -> dict[str, Any]:
 
     def newest_resolved() -> str | None:
         since = Hlc.parse(resolved) if resolved else None
-        found = [f.timestamp for f in list_sink(feed_store(config.sink_root, config.wasb_conn_id), since)
-                 if f.kind == RESOLVED]
+        found = [
+            f.timestamp
+            for f in list_sink(feed_store(config.sink_root, config.wasb_conn_id), since)
+            if f.kind == RESOLVED
+        ]
         return str(max(found)) if found else None
 
     newest, source_error = _guarded(newest_resolved)
-    return _card(key="cockroach", dag_id=CRDB_DAG, title="CockroachDB changefeed → Delta",
-                 config=dataclasses.asdict(config),
-                 checkpoint={"label": "resolved", "value": resolved,
-                             "document": json.loads(checkpoint.to_json()) if checkpoint else None},
-                 position={"label": "newest RESOLVED", "value": newest, "error": source_error},
-                 lag=lag_of("seconds", newest, resolved,
-                            lambda a, b: round((Hlc.parse(a).wall - Hlc.parse(b).wall) / 1e9, 3)),
-                 rows=[crdb_row(base, report) for base, report in recent_runs(CRDB_DAG)], error=error)
+    return _card(
+        key="cockroach",
+        dag_id=CRDB_DAG,
+        title="CockroachDB changefeed → Delta",
+        config=dataclasses.asdict(config),
+        checkpoint={
+            "label": "resolved",
+            "value": resolved,
+            "document": json.loads(checkpoint.to_json()) if checkpoint else None,
+        },
+        position={"label": "newest RESOLVED", "value": newest, "error": source_error},
+        lag=lag_of("seconds", newest, resolved, lambda a, b: round((Hlc.parse(a).wall - Hlc.parse(b).wall) / 1e9, 3)),
+        rows=[crdb_row(base, report) for base, report in recent_runs(CRDB_DAG)],
+        error=error,
+    )
 
 
 def overview(readable: Callable[[str], bool] = lambda dag_id: True) -> dict[str, Any]:
     """The card of every configured pipeline whose DAG's runs ``readable(dag_id)`` allows (a config that
     cannot be read is shown as that card's error); nothing is read for a pipeline that is not shown."""
     cards = []
-    for key, dag_id, build in (("blob", BLOB_DAG, lambda: [blob_card()]), ("cdf", CDF_DAG, cdf_cards),
-                               ("cockroach", CRDB_DAG, lambda: [crdb_card()])):
+    for key, dag_id, build in (
+        ("blob", BLOB_DAG, lambda: [blob_card()]),
+        ("cdf", CDF_DAG, cdf_cards),
+        ("cockroach", CRDB_DAG, lambda: [crdb_card()]),
+    ):
         if not readable(dag_id):
             continue
         built, error = _guarded(build)
-        cards.extend(built or [{"key": key, "dagId": dag_id, "title": key, "error": error, "runs": [],
-                                "failedBatches": [], "health": health([])}])
-    return {"generatedAt": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"), "pipelines": cards}
+        cards.extend(
+            built
+            or [
+                {
+                    "key": key,
+                    "dagId": dag_id,
+                    "title": key,
+                    "error": error,
+                    "runs": [],
+                    "failedBatches": [],
+                    "health": health([]),
+                }
+            ]
+        )
+    return {"generatedAt": datetime.now(UTC).isoformat().replace("+00:00", "Z"), "pipelines": cards}

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 
-from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
-from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
-
 PAGE = Path(__file__).with_name("static") / "monitor.html"
 
-app = FastAPI(title="lakefeed pipeline monitor",
-              dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.RUN))])
+app = FastAPI(
+    title="lakefeed pipeline monitor", dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.RUN))]
+)
 
 
 @app.get("/api/pipelines")
@@ -40,8 +40,11 @@ def may_read_runs(user, dag_id: str) -> bool:
     from airflow.models.dag import DagModel
 
     return get_auth_manager().is_authorized_dag(
-        method="GET", access_entity=DagAccessEntity.RUN,
-        details=DagDetails(id=dag_id, team_name=DagModel.get_team_name(dag_id)), user=user)
+        method="GET",
+        access_entity=DagAccessEntity.RUN,
+        details=DagDetails(id=dag_id, team_name=DagModel.get_team_name(dag_id)),
+        user=user,
+    )
 
 
 @app.get("/", response_class=HTMLResponse)

@@ -48,6 +48,7 @@ def _unset(value: Any) -> bool:
 
 def summary_location(root: str, dag_id: str, run_id: str, task_id: str, map_index: int, try_number: int) -> str:
     """A fresh summary location under ``root`` (a folder or URL) for one try of one job task."""
+
     def safe(name: str) -> str:
         return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
@@ -58,12 +59,23 @@ def summary_location(root: str, dag_id: str, run_id: str, task_id: str, map_inde
 class LakefeedSparkSubmitOperator(SparkSubmitOperator):
     """Submit one lakefeed job (see the module docstring for what it adds to SparkSubmitOperator)."""
 
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "wasb_conn_id", "extra_conf",
-                                      "timeout_minutes", "summary_root")
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "wasb_conn_id",
+        "extra_conf",
+        "timeout_minutes",
+        "summary_root",
+    )
 
-    def __init__(self, *, wasb_conn_id: str | None = None, extra_conf: str | dict | None = None,
-                 timeout_minutes: str | float | None = None, summary_root: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        wasb_conn_id: str | None = None,
+        extra_conf: str | dict | None = None,
+        timeout_minutes: str | float | None = None,
+        summary_root: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.wasb_conn_id = wasb_conn_id
         self.extra_conf = extra_conf
@@ -74,8 +86,11 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         # Runs after templates are rendered and before the task runner reads execution_timeout.
         if self.timeout_minutes not in (None, "", "None"):
             self.execution_timeout = timedelta(minutes=float(self.timeout_minutes))
-        extra = json.loads(self.extra_conf) if isinstance(self.extra_conf, str) and self.extra_conf.strip() \
+        extra = (
+            json.loads(self.extra_conf)
+            if isinstance(self.extra_conf, str) and self.extra_conf.strip()
             else (self.extra_conf or {})
+        )
         if not isinstance(extra, dict):
             raise ValueError(f"extra_conf must be a JSON object of Spark settings, got {self.extra_conf!r}")
         from lakefeed.spark import SUBMIT_SETTINGS
@@ -109,7 +124,7 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         location = summary_location(root, ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number)
         args = list(self.application_args or [])
         if SUMMARY_ARGUMENT in args[:-1]:  # a plan made before the operator chose the location
-            del args[args.index(SUMMARY_ARGUMENT):args.index(SUMMARY_ARGUMENT) + 2]
+            del args[args.index(SUMMARY_ARGUMENT) : args.index(SUMMARY_ARGUMENT) + 2]
         self.application_args = [*args, SUMMARY_ARGUMENT, location]
         try:
             try:
@@ -120,12 +135,14 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
                     reason = self._read(refusal_location(location))
                     text = (reason or {}).get("error", "see the job's log above")
                     ti.xcom_push(key=REFUSAL_KEY, value=text)
-                    raise AirflowFailException(f"the job refused its input (exit code 2), nothing was written; "
-                                               f"not retried: {text}") from exc
+                    raise AirflowFailException(
+                        f"the job refused its input (exit code 2), nothing was written; not retried: {text}"
+                    ) from exc
                 failure = self._read(failure_location(location))
                 if failure:
-                    raise RuntimeError(f"the Spark job failed (exit code {code}), retried as configured: "
-                                       f"{failure.get('error')}") from exc
+                    raise RuntimeError(
+                        f"the Spark job failed (exit code {code}), retried as configured: {failure.get('error')}"
+                    ) from exc
                 raise
             summary = self._read(location)
             if summary is None:  # retried: the job may have died after its commits, before its summary
@@ -156,7 +173,7 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         if _unset(self.wasb_conn_id):
             super().execute(context)
             return
-        from lakefeed_airflow.wasb_feed import process_environment, connection_credentials
+        from lakefeed_airflow.wasb_feed import connection_credentials, process_environment
 
         self.log.info("credentials for the feed come from connection %s (environment, not argv)", self.wasb_conn_id)
         with process_environment(connection_credentials(self.wasb_conn_id)):

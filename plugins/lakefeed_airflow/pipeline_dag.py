@@ -24,8 +24,9 @@ event names yet (:mod:`lakefeed.ledger`).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, get_current_context, task
 
@@ -44,7 +45,6 @@ from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
 from lakefeed_airflow.runs import JobOutputs
 from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 
-
 ARGUMENTS_TASK_ID = "spark_arguments"
 
 
@@ -60,18 +60,29 @@ def recorded_events(alias_events: Callable[[], Any]) -> AnnouncedSince:
     """What the asset events Airflow recorded through the pipeline's alias announced
     (:func:`lakefeed.assets.announced_in`), read from a given commit time on. ``alias_events`` gives a
     fresh accessor each time (``after`` changes an accessor in place and caches what it read)."""
+
     def announced_since(since_ms: int | None) -> IsAnnounced:
         events = alias_events()
         if since_ms is not None:
-            events = events.after(datetime.fromtimestamp(since_ms / 1000, tz=timezone.utc).isoformat())
+            events = events.after(datetime.fromtimestamp(since_ms / 1000, tz=UTC).isoformat())
         return announced_in((event.asset.uri, event.extra) for event in events)
+
     return announced_since
 
 
-def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: Callable[[dict], list],
-                  commit: Callable[[dict, JobOutputs, str, AnnouncedSince], dict], plan_task_id: str, apply_task_id: str, commit_task_id: str,
-                  job_script: str, job_name: str,
-                  job_connections: Callable[[dict], list[str | None]] | None = None) -> None:
+def wire_pipeline(
+    *,
+    sensor,
+    plan: Callable[[dict, Any], dict],
+    job_arguments: Callable[[dict], list],
+    commit: Callable[[dict, JobOutputs, str, AnnouncedSince], dict],
+    plan_task_id: str,
+    apply_task_id: str,
+    commit_task_id: str,
+    job_script: str,
+    job_name: str,
+    job_connections: Callable[[dict], list[str | None]] | None = None,
+) -> None:
     """Create the tasks after ``sensor`` inside a ``@dag`` function. The Spark settings, timeout and the
     ``wasb`` connection (whose credential the job gets in its environment) come from the configuration
     the plan carries: each job's connection from ``job_connections(planned)`` when given (one per job),
@@ -100,15 +111,25 @@ def wire_pipeline(*, sensor, plan: Callable[[dict, Any], dict], job_arguments: C
     def spark_arguments(planned: dict) -> list[dict]:
         """One submission per job: its ``application_args`` and the ``wasb`` connection it runs with."""
         arguments = job_arguments(planned)
-        connections = job_connections(planned) if job_connections else \
-            [planned["config"].get("wasb_conn_id")] * len(arguments)
-        return [{"application_args": args, "wasb_conn_id": connection or ""}
-                for args, connection in zip(arguments, connections, strict=True)]
+        connections = (
+            job_connections(planned) if job_connections else [planned["config"].get("wasb_conn_id")] * len(arguments)
+        )
+        return [
+            {"application_args": args, "wasb_conn_id": connection or ""}
+            for args, connection in zip(arguments, connections, strict=True)
+        ]
 
     alias = AssetAlias(ALIASES[job_name])
 
-    @task(task_id=commit_task_id, trigger_rule="all_done", retries=0, multiple_outputs=False, outlets=[alias],
-          inlets=[alias], pool=CHECKPOINT_POOL)
+    @task(
+        task_id=commit_task_id,
+        trigger_rule="all_done",
+        retries=0,
+        multiple_outputs=False,
+        outlets=[alias],
+        inlets=[alias],
+        pool=CHECKPOINT_POOL,
+    )
     def commit_task(ti=None, run_id=None, outlet_events=None, inlet_events=None) -> dict:
         from lakefeed_airflow.turns import Registers, turn
 

@@ -12,9 +12,10 @@ describes that job (its range, and the tables the plan named).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from lakefeed.checkpoint import TableMark
 from lakefeed.errors import CheckpointMismatchError, ConfigError
@@ -52,20 +53,27 @@ class RunContext:
         return self.run_type == AIRFLOW_BACKFILL
 
     @classmethod
-    def from_airflow(cls, context: dict[str, Any]) -> "RunContext":
+    def from_airflow(cls, context: dict[str, Any]) -> RunContext:
         dag_run = context["dag_run"]
         run_type = getattr(dag_run.run_type, "value", dag_run.run_type)
-        return cls(dag_id=dag_run.dag_id, run_id=dag_run.run_id, run_type=str(run_type),
-                   interval_start=context.get("data_interval_start"), interval_end=context.get("data_interval_end"))
+        return cls(
+            dag_id=dag_run.dag_id,
+            run_id=dag_run.run_id,
+            run_type=str(run_type),
+            interval_start=context.get("data_interval_start"),
+            interval_end=context.get("data_interval_end"),
+        )
 
 
 def backfill_not_ready(run: RunContext, exc: Exception) -> str:
     """Why one of Airflow's Backfill runs ends skipped when its hour is not in the source yet: its "To" date
     is inclusive, so the last run of a backfill up to now names an hour the source has not reached. That
     is no failure: the scheduled runs ingest the hour once it is ready."""
-    return (f"not ready yet, nothing applied: this Backfill run covers {run.interval_start} .. {run.interval_end}, "
-            f"which the source has not reached ({exc}). Airflow's Backfill includes its 'To' date, so its last run "
-            f"may name such an hour; the scheduled runs ingest it once it is ready.")
+    return (
+        f"not ready yet, nothing applied: this Backfill run covers {run.interval_start} .. {run.interval_end}, "
+        f"which the source has not reached ({exc}). Airflow's Backfill includes its 'To' date, so its last run "
+        f"may name such an hour; the scheduled runs ingest it once it is ready."
+    )
 
 
 def run_kind(run: RunContext, params_name_a_range: bool, reset: bool) -> str:
@@ -75,12 +83,14 @@ def run_kind(run: RunContext, params_name_a_range: bool, reset: bool) -> str:
         if not (run.interval_start and run.interval_end and run.interval_end > run.interval_start):
             raise ConfigError(
                 f"this Backfill run has no data interval ({run.interval_start} .. {run.interval_end}): its DAG must "
-                "run on a data-interval timetable (CronDataIntervalTimetable) for a Backfill to name its hours")
+                "run on a data-interval timetable (CronDataIntervalTimetable) for a Backfill to name its hours"
+            )
         if params_name_a_range or reset:
             raise ConfigError(
                 "this is one of Airflow's Backfill runs: it re-processes exactly its data interval "
                 f"({run.interval_start} .. {run.interval_end}); leave the range and reset params empty "
-                "(use them with a Single Run instead)")
+                "(use them with a Single Run instead)"
+            )
         return BACKFILL
     if params_name_a_range and reset:
         raise ConfigError("a run either re-processes a range or resets the checkpoint, not both")
@@ -98,19 +108,20 @@ class JobOutputs:
     refused: dict[int, str] = field(default_factory=dict)
 
     @classmethod
-    def pulled(cls, ti: Any, task_id: str, count: int) -> "JobOutputs":
+    def pulled(cls, ti: Any, task_id: str, count: int) -> JobOutputs:
         """From the XComs of the ``count`` mapped instances of ``task_id`` (their latest tries)."""
         indexes = list(range(count))
         if not indexes:
             return cls()
         pulled = ti.xcom_pull(task_ids=task_id, map_indexes=indexes)
-        summaries = {i: s for i, s in zip(indexes, pulled) if isinstance(s, dict)}
+        summaries = {i: s for i, s in zip(indexes, pulled, strict=False) if isinstance(s, dict)}
         unfinished = [i for i in indexes if i not in summaries]  # only those can have refused
         reasons = ti.xcom_pull(task_ids=task_id, map_indexes=unfinished, key=REFUSAL_KEY) if unfinished else []
-        return cls(summaries, {i: str(r) for i, r in zip(unfinished, reasons) if r})
+        return cls(summaries, {i: str(r) for i, r in zip(unfinished, reasons, strict=False) if r})
 
-    def credited(self, jobs: list[dict[str, Any]],
-                 belongs: Callable[[dict[str, Any], dict[str, Any]], bool]) -> dict[int, dict[str, Any]]:
+    def credited(
+        self, jobs: list[dict[str, Any]], belongs: Callable[[dict[str, Any], dict[str, Any]], bool]
+    ) -> dict[int, dict[str, Any]]:
         """Summaries of the jobs that finished, by job index; a summary that does not describe the job of
         its index (``belongs(summary, job)`` is false) is not credited."""
         found = {}
@@ -136,7 +147,8 @@ def verify_in_ledger(summaries: dict[int, dict[str, Any]], pipeline_id: str, whe
         raise CheckpointMismatchError(
             f"checkpoint {where} was left as it was: the targets' logs do not hold what this run's jobs committed: "
             f"{'; '.join(problems)}. The rows are not in the table now at that location. Point the configuration "
-            f"at the table that holds them, or {remedy}.")
+            f"at the table that holds them, or {remedy}."
+        )
 
 
 ADOPT = "trigger the DAG once with the param adopt_targets=true"
@@ -148,8 +160,15 @@ def plan_marks(kind: str, locations: list[str]) -> dict[str, Any]:
     return {} if kind == BACKFILL else {location: mark.to_dict() for location, mark in current_marks(locations).items()}
 
 
-def verify_unchanged(kind: str, recorded: dict[str, Any] | None, locations: list[str], pipeline_id: str,
-                     where: str, remedy: str, adopt: str = ADOPT) -> None:
+def verify_unchanged(
+    kind: str,
+    recorded: dict[str, Any] | None,
+    locations: list[str],
+    pipeline_id: str,
+    where: str,
+    remedy: str,
+    adopt: str = ADOPT,
+) -> None:
     """Refuse, before the checkpoint moves, targets that stopped being the pipeline's own work while the run
     ran (:func:`lakefeed.targets.verify_unchanged_during_run`): dropped, replaced, or rows changed by another
     writer since the plan's marks (``recorded``, from :func:`plan_marks`). A backfill passes: it never moves
@@ -170,9 +189,15 @@ class Announcer:
     ``announce`` False (the task will fail, and Airflow drops a failed task's events): a later commit
     step announces the entries."""
 
-    def __init__(self, locations: list[str], pipeline_id: str, announce: bool,
-                 reported: dict[tuple[str, int], tuple[int, int, int]] | None = None,
-                 table_key: Callable[[str], str] = str, announced_since: AnnouncedSince = nothing_announced):
+    def __init__(
+        self,
+        locations: list[str],
+        pipeline_id: str,
+        announce: bool,
+        reported: dict[tuple[str, int], tuple[int, int, int]] | None = None,
+        table_key: Callable[[str], str] = str,
+        announced_since: AnnouncedSince = nothing_announced,
+    ):
         """``reported``: the rows inserted, updated and deleted that the run's jobs reported for their
         commits, by ``(table, version)``, as readers of the tombstoned targets count them; an entry whose
         job never reported (its task was killed, its run failed) keeps Delta's commit metrics.
@@ -191,8 +216,7 @@ class Announcer:
         clean`` may have purged the events) or sees a table first; otherwise the step leaves them, so it
         writes nothing it need not (commits of other writers alone do not move them)."""
         fallback = {self.table_key(location): mark for location, mark in checkpoint.targets.items()}
-        self.found = unannounced(self.locations, self.pipeline_id, checkpoint.announced, fallback,
-                                 self.announced_since)
+        self.found = unannounced(self.locations, self.pipeline_id, checkpoint.announced, fallback, self.announced_since)
         if self.found.entries or self.found.named or set(self.found.marks) - set(checkpoint.announced):
             return self.found.marks
         return dict(checkpoint.announced)
@@ -238,5 +262,6 @@ def fail_if_any_failed(failed: list, total: int, position: str | None, report: d
     if failed:
         raise BatchesFailed(
             f"{len(failed)} of {total} batch(es) failed (first: {failed[0]}); checkpoint is at {position}: "
-            "the next run resumes from there", report)
-
+            "the next run resumes from there",
+            report,
+        )

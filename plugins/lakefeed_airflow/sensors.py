@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
@@ -30,7 +30,6 @@ from lakefeed_airflow.triggers import (
     resolved_readiness,
     sources_behind,
 )
-
 
 # The run types that wait for new data. A manual run (the Trigger button, `airflow dags test`) is asked for
 # by someone who wants an answer now; a backfill names its range and needs no sensor.
@@ -51,8 +50,15 @@ def _none_if_blank(value: Any) -> Any:
 class _PollingSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("skip_reason", "poke_seconds", "timeout_seconds")
 
-    def __init__(self, *, skip_reason: str = "", poke_seconds: str | float = 60.0,
-                 timeout_seconds: str | float = 3000.0, deferrable: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        skip_reason: str = "",
+        poke_seconds: str | float = 60.0,
+        timeout_seconds: str | float = 3000.0,
+        deferrable: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.skip_reason = skip_reason
         self.poke_seconds = poke_seconds
@@ -70,7 +76,6 @@ class _PollingSensor(BaseSensorOperator):
         from airflow.sdk.exceptions import AirflowFailException
 
         from lakefeed.errors import Refusal
-
         from lakefeed_airflow.wasb_feed import connection_scope
 
         try:
@@ -99,10 +104,11 @@ class _PollingSensor(BaseSensorOperator):
 
             raise AirflowSkipException(
                 f"up to date: nothing new to ingest ({json.dumps(details, default=str)}). A {run_type} run "
-                f"checks once and does not wait; scheduled runs wait up to {self.timeout:g} s for new data")
+                f"checks once and does not wait; scheduled runs wait up to {self.timeout:g} s for new data"
+            )
         if not self.deferrable:
             return super().execute(context=context)
-        deadline = (datetime.now(timezone.utc) + timedelta(seconds=self.timeout)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        deadline = (datetime.now(UTC) + timedelta(seconds=self.timeout)).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.defer(
             trigger=self._trigger(deadline),
             method_name="execute_complete",
@@ -117,8 +123,9 @@ class _PollingSensor(BaseSensorOperator):
             self.log.info("ready: %s", event)
             return event
         if status == "timeout":
-            raise AirflowSkipException(f"nothing became ready before the sensor's deadline ({event}): "
-                                       "nothing to ingest this run")
+            raise AirflowSkipException(
+                f"nothing became ready before the sensor's deadline ({event}): nothing to ingest this run"
+            )
         if status == "refused":
             raise AirflowFailException(event.get("message"))
         raise RuntimeError(event.get("message") or f"unexpected trigger event {event!r}")
@@ -137,11 +144,25 @@ class ChangeFeedReadySensor(_PollingSensor):
     recreated or restored behind the checkpoint (checked once, before waiting) fails the task.
     """
 
-    template_fields: Sequence[str] = (*_PollingSensor.template_fields, "feed_root", "checkpoint_variable",
-                                      "wasb_conn_id", "start_from", "targets")
+    template_fields: Sequence[str] = (
+        *_PollingSensor.template_fields,
+        "feed_root",
+        "checkpoint_variable",
+        "wasb_conn_id",
+        "start_from",
+        "targets",
+    )
 
-    def __init__(self, *, feed_root: str, checkpoint_variable: str, wasb_conn_id: str | None = None,
-                 start_from: str | None = None, targets: str | dict[str, str] = "{}", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        feed_root: str,
+        checkpoint_variable: str,
+        wasb_conn_id: str | None = None,
+        start_from: str | None = None,
+        targets: str | dict[str, str] = "{}",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.feed_root = feed_root
         self.checkpoint_variable = checkpoint_variable
@@ -152,10 +173,9 @@ class ChangeFeedReadySensor(_PollingSensor):
     def _trigger_arguments(self) -> dict[str, Any]:
         from lakefeed.blob.timegrid import format_time
         from lakefeed.checkpoint import BlobCheckpoint
-        from lakefeed_airflow.settings import VariableCell
-
         from lakefeed.targets import verify_targets
         from lakefeed_airflow.blob_tasks import RESET_REMEDY
+        from lakefeed_airflow.settings import VariableCell
 
         cell = VariableCell(self.checkpoint_variable)
         checkpoint = BlobCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
@@ -209,14 +229,24 @@ class DeltaVersionSensor(_PollingSensor):
             cell = VariableCell(source["checkpoint_variable"])
             checkpoint = CdfCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
             with connection_scope(source.get("wasb_conn_id")):
-                verify_targets(checkpoint.targets, {"target": source["target_table"]}, f"Variable {cell.name}",
-                               refresh_remedy(source["name"]))
+                verify_targets(
+                    checkpoint.targets,
+                    {"target": source["target_table"]},
+                    f"Variable {cell.name}",
+                    refresh_remedy(source["name"]),
+                )
             if "keys" in source:
-                verify_definition_of(source["name"], checkpoint, source["keys"], source.get("columns"),
-                                     f"Variable {cell.name}")
-            watched.append({key: source[key] for key in ("name", "source_table", "checkpoint_variable")}
-                           | {"applied_version": checkpoint.applied_version, "source_table_id": checkpoint.source_id,
-                              "wasb_conn_id": source.get("wasb_conn_id")})
+                verify_definition_of(
+                    source["name"], checkpoint, source["keys"], source.get("columns"), f"Variable {cell.name}"
+                )
+            watched.append(
+                {key: source[key] for key in ("name", "source_table", "checkpoint_variable")}
+                | {
+                    "applied_version": checkpoint.applied_version,
+                    "source_table_id": checkpoint.source_id,
+                    "wasb_conn_id": source.get("wasb_conn_id"),
+                }
+            )
         return watched
 
     def _check(self) -> tuple[bool, dict[str, Any]]:
@@ -241,11 +271,23 @@ class ResolvedTimestampSensor(_PollingSensor):
     or restored behind it (checked once, before waiting), fails the task.
     """
 
-    template_fields: Sequence[str] = (*_PollingSensor.template_fields, "sink_root", "checkpoint_variable",
-                                      "wasb_conn_id", "target_root")
+    template_fields: Sequence[str] = (
+        *_PollingSensor.template_fields,
+        "sink_root",
+        "checkpoint_variable",
+        "wasb_conn_id",
+        "target_root",
+    )
 
-    def __init__(self, *, sink_root: str, checkpoint_variable: str, wasb_conn_id: str | None = None,
-                 target_root: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        sink_root: str,
+        checkpoint_variable: str,
+        wasb_conn_id: str | None = None,
+        target_root: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.sink_root = sink_root
         self.checkpoint_variable = checkpoint_variable
@@ -261,13 +303,26 @@ class ResolvedTimestampSensor(_PollingSensor):
         cell = VariableCell(self.checkpoint_variable)
         checkpoint = CrdbCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
         if _none_if_blank(self.target_root):
-            verify_definition("target_root", recorded_root(checkpoint), root_of(self.target_root),
-                              f"Variable {cell.name}", RESET_REMEDY)
-        verify_targets(checkpoint.targets, {f"topic {t.rsplit('/', 1)[-1]}": t for t in checkpoint.targets},
-                       f"Variable {cell.name}", RESET_REMEDY)
-        self._arguments = {"sink_root": self.sink_root, "wasb_conn_id": _none_if_blank(self.wasb_conn_id),
-                           "resolved": checkpoint.resolved, "sink_identity": checkpoint.sink,
-                           "checkpoint_variable": self.checkpoint_variable}
+            verify_definition(
+                "target_root",
+                recorded_root(checkpoint),
+                root_of(self.target_root),
+                f"Variable {cell.name}",
+                RESET_REMEDY,
+            )
+        verify_targets(
+            checkpoint.targets,
+            {f"topic {t.rsplit('/', 1)[-1]}": t for t in checkpoint.targets},
+            f"Variable {cell.name}",
+            RESET_REMEDY,
+        )
+        self._arguments = {
+            "sink_root": self.sink_root,
+            "wasb_conn_id": _none_if_blank(self.wasb_conn_id),
+            "resolved": checkpoint.resolved,
+            "sink_identity": checkpoint.sink,
+            "checkpoint_variable": self.checkpoint_variable,
+        }
         return resolved_readiness(**self._arguments)
 
     def _trigger(self, deadline: str) -> ResolvedTimestampTrigger:

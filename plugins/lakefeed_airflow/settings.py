@@ -59,6 +59,7 @@ def _variable(name: str, orm: bool) -> str | None:
 
 # ``orm=True``: read the Variable through the ORM (the api-server's monitor), not the Task SDK.
 
+
 def blob_config(orm: bool = False) -> BlobPipelineConfig:
     """Defaults pointing at the demo, overridden by the ``lakefeed_blob_config`` Variable (JSON)."""
     return BlobPipelineConfig.from_json(_variable(BLOB_CONFIG_VARIABLE, orm), f"Variable {BLOB_CONFIG_VARIABLE}")
@@ -105,12 +106,21 @@ class ConfigMacros:
     def cdf_sources(self, pipeline: str | None = None) -> str:
         """JSON of the sources the CDF sensor watches (all pipelines, or the named one)."""
         config = cdf_config()
-        return json.dumps([
-            {"name": p.name, "source_table": p.source_table, "target_table": p.target_table,
-             "checkpoint_variable": p.checkpoint_variable, "keys": p.keys, "columns": p.columns,
-             "wasb_conn_id": p.wasb_conn_id}
-            for p in config.pipelines if pipeline in (None, "", p.name)
-        ])
+        return json.dumps(
+            [
+                {
+                    "name": p.name,
+                    "source_table": p.source_table,
+                    "target_table": p.target_table,
+                    "checkpoint_variable": p.checkpoint_variable,
+                    "keys": p.keys,
+                    "columns": p.columns,
+                    "wasb_conn_id": p.wasb_conn_id,
+                }
+                for p in config.pipelines
+                if pipeline in (None, "", p.name)
+            ]
+        )
 
 
 TEMPLATE_MACROS = {"lakefeed": ConfigMacros()}

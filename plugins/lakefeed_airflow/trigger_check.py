@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from lakefeed.errors import ConfigError
 
@@ -35,8 +36,9 @@ _TRIGGER = re.compile(r"^/api/v2/dags/(?P<dag_id>[^/]+)/dagRuns/?$")
 BLOB_DAG, CDF_DAG, CRDB_DAG = "blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"
 
 
-def refusal(dag_id: str, conf: dict[str, Any], blob_grid_minute: int | None = None,
-            cdf_pipelines: list[str] | None = None) -> str | None:
+def refusal(
+    dag_id: str, conf: dict[str, Any], blob_grid_minute: int | None = None, cdf_pipelines: list[str] | None = None
+) -> str | None:
     """The sentence refusing ``conf`` for a run of ``dag_id``, or None when the params make a request the
     plan can serve (or the DAG is not a lakefeed DAG)."""
     from lakefeed.run_params import blob_request, cdf_request, crdb_request
@@ -77,7 +79,7 @@ def _hints(dag_id: str) -> dict[str, Any]:
 
             text = Variable.get(CDF_CONFIG_VARIABLE, default_var=None)
             return {"cdf_pipelines": [p.name for p in CdfConfig.from_json(text, CDF_CONFIG_VARIABLE).pipelines]}
-    except Exception as exc:  # noqa: BLE001 - unknown hints leave their checks to the plan
+    except Exception as exc:
         log.info("trigger check of %s without hints: %s", dag_id, type(exc).__name__)
     return {}
 
@@ -126,6 +128,11 @@ class TriggerParamsCheck:
 
 async def _answer(send: Send, status: int, document: dict[str, Any]) -> None:
     payload = json.dumps(document).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -44,16 +44,23 @@ class _PollingTrigger(BaseTrigger):
             if ready:
                 yield TriggerEvent({"status": "ready", **details})
                 return
-            if datetime.now(timezone.utc) >= deadline:
+            if datetime.now(UTC) >= deadline:
                 yield TriggerEvent({"status": "timeout", **details})
                 return
             self.log.info("nothing ready yet (%s); sleeping %ss", details, self.poke_interval)
             await asyncio.sleep(self.poke_interval)
 
 
-def feed_readiness(*, feed_root: str, wasb_conn_id: str | None, watermark: str | None,
-                   last_consumable_seen: str | None, start_from: str | None, feed_identity: str | None,
-                   checkpoint_variable: str) -> tuple[bool, dict[str, Any]]:
+def feed_readiness(
+    *,
+    feed_root: str,
+    wasb_conn_id: str | None,
+    watermark: str | None,
+    last_consumable_seen: str | None,
+    start_from: str | None,
+    feed_identity: str | None,
+    checkpoint_variable: str,
+) -> tuple[bool, dict[str, Any]]:
     """Is a blob change feed window past the watermark ready? Refuses a checkpoint of another feed."""
     from lakefeed.blob.feed import ChangeFeed
     from lakefeed.blob.schedule import check_readiness
@@ -67,8 +74,9 @@ def feed_readiness(*, feed_root: str, wasb_conn_id: str | None, watermark: str |
 
     store = feed_store(feed_root, wasb_conn_id)
     verify_feed(feed_identity, store.identity, f"Variable {checkpoint_variable}", RESET_REMEDY)
-    readiness = check_readiness(ChangeFeed(store), time_or_none(watermark), time_or_none(last_consumable_seen),
-                                time_or_none(start_from))
+    readiness = check_readiness(
+        ChangeFeed(store), time_or_none(watermark), time_or_none(last_consumable_seen), time_or_none(start_from)
+    )
     return readiness.ready, readiness.to_dict()
 
 
@@ -86,10 +94,19 @@ class ChangeFeedReadyTrigger(_PollingTrigger):
     :param poke_interval: seconds between polls
     """
 
-    def __init__(self, *, feed_root: str, watermark: str | None, last_consumable_seen: str | None,
-                 start_from: str | None, deadline: str, poke_interval: float = 60.0,
-                 wasb_conn_id: str | None = None, feed_identity: str | None = None,
-                 checkpoint_variable: str = "lakefeed_blob_checkpoint"):
+    def __init__(
+        self,
+        *,
+        feed_root: str,
+        watermark: str | None,
+        last_consumable_seen: str | None,
+        start_from: str | None,
+        deadline: str,
+        poke_interval: float = 60.0,
+        wasb_conn_id: str | None = None,
+        feed_identity: str | None = None,
+        checkpoint_variable: str = "lakefeed_blob_checkpoint",
+    ):
         super().__init__(deadline=deadline, poke_interval=poke_interval)
         self.feed_root = feed_root
         self.wasb_conn_id = wasb_conn_id
@@ -116,9 +133,15 @@ class ChangeFeedReadyTrigger(_PollingTrigger):
         )
 
     def _check(self) -> tuple[bool, dict[str, Any]]:
-        return feed_readiness(feed_root=self.feed_root, wasb_conn_id=self.wasb_conn_id, watermark=self.watermark,
-                              last_consumable_seen=self.last_consumable_seen, start_from=self.start_from,
-                              feed_identity=self.feed_identity, checkpoint_variable=self.checkpoint_variable)
+        return feed_readiness(
+            feed_root=self.feed_root,
+            wasb_conn_id=self.wasb_conn_id,
+            watermark=self.watermark,
+            last_consumable_seen=self.last_consumable_seen,
+            start_from=self.start_from,
+            feed_identity=self.feed_identity,
+            checkpoint_variable=self.checkpoint_variable,
+        )
 
 
 class DeltaVersionTrigger(_PollingTrigger):
@@ -156,15 +179,27 @@ def sources_behind(sources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for source in sources:
         applied = source["applied_version"]
         store = location_store(source["source_table"], source.get("wasb_conn_id"))
-        state = verify_source(source["name"], source["source_table"], source["checkpoint_variable"],
-                              source.get("source_table_id"), applied, DeltaLog(store))
+        state = verify_source(
+            source["name"],
+            source["source_table"],
+            source["checkpoint_variable"],
+            source.get("source_table_id"),
+            applied,
+            DeltaLog(store),
+        )
         if state is not None and (applied is None or state.latest_version > applied):
             behind[source["name"]] = {"latest": state.latest_version, "applied": applied}
     return behind
 
 
-def resolved_readiness(*, sink_root: str, wasb_conn_id: str | None, resolved: str | None, sink_identity: str | None,
-                       checkpoint_variable: str) -> tuple[bool, dict[str, Any]]:
+def resolved_readiness(
+    *,
+    sink_root: str,
+    wasb_conn_id: str | None,
+    resolved: str | None,
+    sink_identity: str | None,
+    checkpoint_variable: str,
+) -> tuple[bool, dict[str, Any]]:
     """Is there a RESOLVED file newer than the checkpoint? Lists the sink from the checkpoint's partition
     on (never the whole sink); refuses a checkpoint of another sink."""
     from lakefeed.checkpoint import verify_feed
@@ -177,7 +212,9 @@ def resolved_readiness(*, sink_root: str, wasb_conn_id: str | None, resolved: st
     verify_feed(sink_identity, store.identity, f"Variable {checkpoint_variable}", RESET_REMEDY)
     require_sink(store)
     cursor = Hlc.parse(resolved) if resolved else None
-    newer = [f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED and (cursor is None or f.timestamp > cursor)]
+    newer = [
+        f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED and (cursor is None or f.timestamp > cursor)
+    ]
     return bool(newer), {"resolved": resolved, "newestResolved": str(max(newer)) if newer else resolved}
 
 
@@ -193,9 +230,17 @@ class ResolvedTimestampTrigger(_PollingTrigger):
     :param poke_interval: seconds between polls
     """
 
-    def __init__(self, *, sink_root: str, resolved: str | None, deadline: str, poke_interval: float = 60.0,
-                 wasb_conn_id: str | None = None, sink_identity: str | None = None,
-                 checkpoint_variable: str = "lakefeed_crdb_checkpoint"):
+    def __init__(
+        self,
+        *,
+        sink_root: str,
+        resolved: str | None,
+        deadline: str,
+        poke_interval: float = 60.0,
+        wasb_conn_id: str | None = None,
+        sink_identity: str | None = None,
+        checkpoint_variable: str = "lakefeed_crdb_checkpoint",
+    ):
         super().__init__(deadline=deadline, poke_interval=poke_interval)
         self.sink_root = sink_root
         self.wasb_conn_id = wasb_conn_id
@@ -218,5 +263,10 @@ class ResolvedTimestampTrigger(_PollingTrigger):
         )
 
     def _check(self) -> tuple[bool, dict[str, Any]]:
-        return resolved_readiness(sink_root=self.sink_root, wasb_conn_id=self.wasb_conn_id, resolved=self.resolved,
-                                  sink_identity=self.sink_identity, checkpoint_variable=self.checkpoint_variable)
+        return resolved_readiness(
+            sink_root=self.sink_root,
+            wasb_conn_id=self.wasb_conn_id,
+            resolved=self.resolved,
+            sink_identity=self.sink_identity,
+            checkpoint_variable=self.checkpoint_variable,
+        )

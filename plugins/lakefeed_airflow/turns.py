@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +89,11 @@ class Registers:
         if ti.get_ti_count(dag_id=ti.dag_id, task_ids=[self.task_id], states=[RUNNING]) <= 1:
             return []  # only this step
         states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[self.task_id])
-        runs = sorted(run for run, tasks in states.items()
-                      if run != ti.run_id and tasks.get(self.task_id) == RUNNING)
-        return [Ticket.from_xcom(run, ti.xcom_pull(task_ids=self.task_id, run_id=run, key=TURN_KEY,
-                                                   map_indexes=None)) for run in runs]
+        runs = sorted(run for run, tasks in states.items() if run != ti.run_id and tasks.get(self.task_id) == RUNNING)
+        return [
+            Ticket.from_xcom(run, ti.xcom_pull(task_ids=self.task_id, run_id=run, key=TURN_KEY, map_indexes=None))
+            for run in runs
+        ]
 
 
 def blocking(ahead: list[Ticket]) -> list[Ticket]:
@@ -103,8 +105,14 @@ def blocking(ahead: list[Ticket]) -> list[Ticket]:
 
 
 @contextmanager
-def turn(registers: TurnRegisters, run_id: str, patience: float = 120.0, poll: float = 1.0,
-         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> Iterator[None]:
+def turn(
+    registers: TurnRegisters,
+    run_id: str,
+    patience: float = 120.0,
+    poll: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[None]:
     """Hold the DAG's checkpoint turn for the body (see the module's docstring)."""
     registers.push(Ticket(run_id, choosing=True))
     try:
@@ -123,8 +131,12 @@ def turn(registers: TurnRegisters, run_id: str, patience: float = 120.0, poll: f
             now = clock()
             for ticket in blocking(ahead):
                 if now - since.setdefault(ticket, now) >= patience:
-                    log.warning("the commit step of %s has held the turn for over %.0fs (killed without a "
-                                "scheduler to notice?); going ahead of it", ticket.run_id, patience)
+                    log.warning(
+                        "the commit step of %s has held the turn for over %.0fs (killed without a "
+                        "scheduler to notice?); going ahead of it",
+                        ticket.run_id,
+                        patience,
+                    )
                     passed.add(ticket)
             if all(t in passed for t in ahead):
                 break

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from lakefeed.azure import azure_location, credential_env, is_azure_url
 from lakefeed.storage import Entry, StoreBase
@@ -44,7 +45,7 @@ class WasbContainerStore(StoreBase):
         prefix = folder + "/" if folder else ""  # the container's root: no prefix (not "/")
         entries = []
         for item in self._container.walk_blobs(name_starts_with=prefix, delimiter="/"):
-            name = item.name[len(prefix):].rstrip("/")
+            name = item.name[len(prefix) :].rstrip("/")
             is_dir = item.name.endswith("/")
             entries.append(Entry(name=name, size=0 if is_dir else int(item.size or 0), is_dir=is_dir))
         return sorted(entries, key=lambda e: e.name)
@@ -63,9 +64,11 @@ def feed_store(feed_root: str, wasb_conn_id: str | None) -> StoreBase:
     if location.account and client.account_name and location.account != client.account_name:
         from lakefeed.errors import FeedConfigError
 
-        raise FeedConfigError(f"{feed_root} is in the storage account {location.account}, but the connection "
-                              f"{wasb_conn_id} is for the account {client.account_name}: configure the "
-                              f"connection of that account")
+        raise FeedConfigError(
+            f"{feed_root} is in the storage account {location.account}, but the connection "
+            f"{wasb_conn_id} is for the account {client.account_name}: configure the "
+            f"connection of that account"
+        )
     return WasbContainerStore(feed_root, client, location.prefix)
 
 

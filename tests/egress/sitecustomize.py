@@ -37,8 +37,10 @@ def _refused(sock: socket.socket, address: object) -> str | None:
         return None
     destination = f"{host}:{port}"
     if _LOG:
-        line = json.dumps({"destination": destination, "via": "python socket", "pid": os.getpid(),
-                           "time": time.time()}) + "\n"
+        line = (
+            json.dumps({"destination": destination, "via": "python socket", "pid": os.getpid(), "time": time.time()})
+            + "\n"
+        )
         with open(_LOG, "a", encoding="utf-8") as out:
             out.write(line)
     return destination
@@ -47,8 +49,9 @@ def _refused(sock: socket.socket, address: object) -> str | None:
 def _guarded_connect(self: socket.socket, address: object) -> None:
     destination = _refused(self, address)
     if destination is not None:
-        raise ConnectionRefusedError(errno.ECONNREFUSED,
-                                     f"refused by the test suite's egress guard: {destination} is not loopback")
+        raise ConnectionRefusedError(
+            errno.ECONNREFUSED, f"refused by the test suite's egress guard: {destination} is not loopback"
+        )
     _connect(self, address)  # type: ignore[arg-type]
 
 

@@ -12,9 +12,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 
 def free_port() -> int:
@@ -63,15 +63,34 @@ def postgres() -> Iterator[str]:
     for path in (folder, data, sockets):
         shutil.chown(path, "postgres")
     as_postgres = ["runuser", "-u", "postgres", "--"]
-    subprocess.run(as_postgres + [_pg_bin("initdb"), "-D", str(data), "--auth=trust", "-U", "postgres"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        as_postgres + [_pg_bin("initdb"), "-D", str(data), "--auth=trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+    )
     port = free_port()
-    subprocess.run(as_postgres + [_pg_bin("pg_ctl"), "-D", str(data), "-l", str(folder / "pg.log"), "-w", "-o",
-                                  f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1", "start"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        as_postgres
+        + [
+            _pg_bin("pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(folder / "pg.log"),
+            "-w",
+            "-o",
+            f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
-        subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-c",
-                        "CREATE DATABASE airflow"], check=True, capture_output=True)
+        subprocess.run(
+            ["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-c", "CREATE DATABASE airflow"],
+            check=True,
+            capture_output=True,
+        )
         yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/airflow"
     finally:
         subprocess.run(as_postgres + [_pg_bin("pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
@@ -83,16 +102,44 @@ def spark_standalone(folder: Path, env: dict) -> Iterator[str]:
     """A Spark standalone master and one worker (2 cores) on loopback; yields the master URL."""
     port, ui, worker_ui = free_port(), free_port(), free_port()
     logs = open(folder / "spark.log", "w")
-    master = subprocess.Popen(["spark-class", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(port), "--webui-port", str(ui)], env=env, stdout=logs,
-                              stderr=subprocess.STDOUT)
+    master = subprocess.Popen(
+        [
+            "spark-class",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        ],
+        env=env,
+        stdout=logs,
+        stderr=subprocess.STDOUT,
+    )
     worker = None
     try:
         wait_for_port(port, master)
-        worker = subprocess.Popen(["spark-class", "org.apache.spark.deploy.worker.Worker",
-                                   f"spark://127.0.0.1:{port}", "--host", "127.0.0.1", "--cores", "2", "--memory",
-                                   "3g", "--webui-port", str(worker_ui), "--work-dir", str(folder / "spark-work")],
-                                  env=env, stdout=logs, stderr=subprocess.STDOUT)
+        worker = subprocess.Popen(
+            [
+                "spark-class",
+                "org.apache.spark.deploy.worker.Worker",
+                f"spark://127.0.0.1:{port}",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "2",
+                "--memory",
+                "3g",
+                "--webui-port",
+                str(worker_ui),
+                "--work-dir",
+                str(folder / "spark-work"),
+            ],
+            env=env,
+            stdout=logs,
+            stderr=subprocess.STDOUT,
+        )
         wait_for_port(worker_ui, worker)
         yield f"spark://127.0.0.1:{port}"
     finally:
@@ -103,20 +150,24 @@ def spark_standalone(folder: Path, env: dict) -> Iterator[str]:
 
 
 @contextmanager
-def airflow_services(folder: Path, env: dict,
-                     components: tuple[str, ...] = ("scheduler", "dag-processor", "triggerer")) -> Iterator[dict]:
+def airflow_services(
+    folder: Path, env: dict, components: tuple[str, ...] = ("scheduler", "dag-processor", "triggerer")
+) -> Iterator[dict]:
     """The api-server and ``components`` (by default scheduler, dag-processor and triggerer), each a real
     process."""
     processes = []
     logs = open(folder / "airflow-services.log", "w")
     try:
-        api = subprocess.Popen(["airflow", "api-server", "--port", env["LAKEFEED_TEST_API_PORT"]], env=env,
-                               stdout=logs, stderr=subprocess.STDOUT)
+        api = subprocess.Popen(
+            ["airflow", "api-server", "--port", env["LAKEFEED_TEST_API_PORT"]],
+            env=env,
+            stdout=logs,
+            stderr=subprocess.STDOUT,
+        )
         processes.append(api)
         wait_for_port(int(env["LAKEFEED_TEST_API_PORT"]), api, seconds=120)
         for component in components:
-            processes.append(subprocess.Popen(["airflow", component], env=env, stdout=logs,
-                                              stderr=subprocess.STDOUT))
+            processes.append(subprocess.Popen(["airflow", component], env=env, stdout=logs, stderr=subprocess.STDOUT))
         yield {"processes": processes}
     finally:
         for process in reversed(processes):
@@ -160,10 +211,10 @@ def metadata_rows(env: dict, sql: str, **params) -> list[tuple]:
 def airflow(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run(["airflow", *args], env=env, capture_output=True, text=True, timeout=300)
     if check and result.returncode != 0:
-        raise RuntimeError(f"airflow {' '.join(args)} exited {result.returncode}:\n"
-                           f"{(result.stdout + result.stderr)[-3000:]}")
+        raise RuntimeError(
+            f"airflow {' '.join(args)} exited {result.returncode}:\n{(result.stdout + result.stderr)[-3000:]}"
+        )
     return result
-
 
 
 def json_lines(out: str):
@@ -177,8 +228,10 @@ def json_lines(out: str):
 def task_states(env: dict, dag_id: str, run_id: str) -> dict[str, str]:
     """``{task_id or task_id[map_index]: state}`` of one DAG run, through the CLI."""
     rows = json_lines(airflow(env, "tasks", "states-for-dag-run", dag_id, run_id, "-o", "json").stdout) or []
-    return {r["task_id"] if r.get("map_index") in (None, "", -1, "-1") else f"{r['task_id']}[{r['map_index']}]":
-            r["state"] for r in rows}
+    return {
+        r["task_id"] if r.get("map_index") in (None, "", -1, "-1") else f"{r['task_id']}[{r['map_index']}]": r["state"]
+        for r in rows
+    }
 
 
 def wait_until(condition, seconds: float, what: str):

@@ -23,9 +23,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import psutil
 import pytest
@@ -74,8 +74,12 @@ def finished(env, dag_id, run_id) -> dict | None:
 
 def task_hosts(env, dag_id) -> dict[str, set[str]]:
     """Which worker ran each task (every try's hostname, from the metadata database)."""
-    rows = metadata_rows(env, "SELECT task_id, hostname FROM task_instance WHERE dag_id = :dag UNION "
-                              "SELECT task_id, hostname FROM task_instance_history WHERE dag_id = :dag", dag=dag_id)
+    rows = metadata_rows(
+        env,
+        "SELECT task_id, hostname FROM task_instance WHERE dag_id = :dag UNION "
+        "SELECT task_id, hostname FROM task_instance_history WHERE dag_id = :dag",
+        dag=dag_id,
+    )
     hosts: dict[str, set[str]] = {}
     for task_id, hostname in rows:
         if hostname:
@@ -101,13 +105,23 @@ def edge_worker(name: str, folder: Path, env: dict) -> Iterator[subprocess.Popen
     ivy = Path.home() / ".ivy2.5.2"
     if ivy.exists():  # Delta's jars, as a worker image would carry them (else Spark fetches them again)
         shutil.copytree(ivy, home / "home" / ".ivy2.5.2", dirs_exist_ok=True)
-    private = {**env, "HOME": str(home / "home"), "TMPDIR": str(home / "tmp"), "AIRFLOW_HOME": str(home / "airflow"),
-               "SPARK_LOCAL_DIRS": str(home / "spark"),
-               # A worker never touches the metadata database: a URL that leads nowhere proves it.
-               "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow' / 'no-such.db'}"}
+    private = {
+        **env,
+        "HOME": str(home / "home"),
+        "TMPDIR": str(home / "tmp"),
+        "AIRFLOW_HOME": str(home / "airflow"),
+        "SPARK_LOCAL_DIRS": str(home / "spark"),
+        # A worker never touches the metadata database: a URL that leads nowhere proves it.
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow' / 'no-such.db'}",
+    }
     log = open(folder / f"{name}.log", "w")
-    process = subprocess.Popen(["airflow", "edge", "worker", "--concurrency", "3", "--edge-hostname", name],
-                               env=private, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        ["airflow", "edge", "worker", "--concurrency", "3", "--edge-hostname", name],
+        env=private,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         yield process
     finally:
@@ -169,6 +183,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
 
     def published(last_consumable) -> str:
         return json.dumps({**json.loads(segments_json), "lastConsumable": format_time(last_consumable)})
+
     (feed / "meta" / "Segments.json").write_text(published(FEED_SPEC.start - HOUR))
     azurite.upload_folder(feed, FEED_CONTAINER)
     partly = FEED_SPEC.last_consumable - 2 * HOUR
@@ -193,23 +208,40 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
 
     base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     base["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    blob_config = {"feed_root": f"az://{FEED_CONTAINER}", "wasb_conn_id": "wasb_lake",
-                   "events_table": f"{lake}/blob/events", "state_table": f"{lake}/blob/state",
-                   "windows_per_batch": 1, "sensor_poke_seconds": 2,
-                   # long enough to outlast the manual run beside it and the feed's advance
-                   "sensor_timeout_seconds": 240}
-    cdf_config = {"pipelines": [{"name": "orders", "source_table": source, "target_table": f"{lake}/orders",
-                                 "keys": ["id"]}], "wasb_conn_id": "wasb_lake",
-                  "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
-    crdb_config = {"sink_root": f"az://{SINK_CONTAINER}", "wasb_conn_id": "wasb_lake",
-                   "target_root": crdb_root, "resolved_per_batch": 50,
-                   "sensor_poke_seconds": 2, "sensor_timeout_seconds": 30}
+    blob_config = {
+        "feed_root": f"az://{FEED_CONTAINER}",
+        "wasb_conn_id": "wasb_lake",
+        "events_table": f"{lake}/blob/events",
+        "state_table": f"{lake}/blob/state",
+        "windows_per_batch": 1,
+        "sensor_poke_seconds": 2,
+        # long enough to outlast the manual run beside it and the feed's advance
+        "sensor_timeout_seconds": 240,
+    }
+    cdf_config = {
+        "pipelines": [{"name": "orders", "source_table": source, "target_table": f"{lake}/orders", "keys": ["id"]}],
+        "wasb_conn_id": "wasb_lake",
+        "sensor_poke_seconds": 2,
+        "sensor_timeout_seconds": 30,
+    }
+    crdb_config = {
+        "sink_root": f"az://{SINK_CONTAINER}",
+        "wasb_conn_id": "wasb_lake",
+        "target_root": crdb_root,
+        "resolved_per_batch": 50,
+        "sensor_poke_seconds": 2,
+        "sensor_timeout_seconds": 30,
+    }
     with ExitStack() as stack:
         database = stack.enter_context(postgres())
         master = stack.enter_context(spark_standalone(tmp_path, base))
         api_port = free_port()
         env = service_env(
-            base, tmp_path / "airflow", database, api_port, ROOT,
+            base,
+            tmp_path / "airflow",
+            database,
+            api_port,
+            ROOT,
             AIRFLOW__CORE__EXECUTOR="airflow.providers.edge3.executors.EdgeExecutor",
             AIRFLOW__EDGE__API_ENABLED="True",
             AIRFLOW__EDGE__API_URL=f"http://127.0.0.1:{api_port}/edge_worker/v1/rpcapi",
@@ -217,10 +249,12 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
             AIRFLOW__EDGE__HEARTBEAT_INTERVAL="5",
             AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="30",
             LAKEFEED_RETRY_DELAY_SECONDS="2",
-            AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": master.rsplit(":", 1)[0],
-                                                   "port": int(master.rsplit(":", 1)[1])}),
-            AIRFLOW_CONN_WASB_LAKE=json.dumps({"conn_type": "wasb", "login": azurite.account,
-                                               "password": azurite.key, "host": azurite.endpoint}),
+            AIRFLOW_CONN_SPARK_DEFAULT=json.dumps(
+                {"conn_type": "spark", "host": master.rsplit(":", 1)[0], "port": int(master.rsplit(":", 1)[1])}
+            ),
+            AIRFLOW_CONN_WASB_LAKE=json.dumps(
+                {"conn_type": "wasb", "login": azurite.account, "password": azurite.key, "host": azurite.endpoint}
+            ),
             AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(blob_config),
             AIRFLOW_VAR_LAKEFEED_CDF_CONFIG=json.dumps(cdf_config),
             AIRFLOW_VAR_LAKEFEED_CRDB_CONFIG=json.dumps(crdb_config),
@@ -232,24 +266,37 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         stack.enter_context(airflow_services(tmp_path, env))
         workers = {name: stack.enter_context(edge_worker(name, tmp_path / "workers", env)) for name in WORKERS}
         for dag_id in (BLOB, CDF, CRDB):
-            wait_until(lambda: dag_id in airflow(env, "dags", "list", check=False).stdout, 180,
-                       f"the dag-processor to parse {dag_id}")
+            wait_until(
+                lambda: dag_id in airflow(env, "dags", "list", check=False).stdout,
+                180,
+                f"the dag-processor to parse {dag_id}",
+            )
         lap("Airflow and two workers up")
 
         # 1. Scheduled runs of the three DAGs, on whichever worker is free. The blob run's sensor finds no
         #    window ready and defers to the triggerer; then the feed advances (two hours short of its end).
         for dag_id in (BLOB, CDF, CRDB):
             airflow(env, "dags", "unpause", dag_id)
-        first = {dag_id: wait_until(lambda: (runs(env, dag_id) or [None])[0], 120, f"a scheduled run of {dag_id}")
-                 ["run_id"] for dag_id in (BLOB, CDF, CRDB)}
-        wait_until(lambda: task_states(env, BLOB, first[BLOB]).get("wait_for_ready_window") == "deferred", 240,
-                   "the blob sensor to defer to the triggerer")
+        first = {
+            dag_id: wait_until(lambda: (runs(env, dag_id) or [None])[0], 120, f"a scheduled run of {dag_id}")["run_id"]
+            for dag_id in (BLOB, CDF, CRDB)
+        }
+        wait_until(
+            lambda: task_states(env, BLOB, first[BLOB]).get("wait_for_ready_window") == "deferred",
+            240,
+            "the blob sensor to defer to the triggerer",
+        )
         # Meanwhile a manual run (the Trigger button) is not queued behind the waiting one: it starts at once,
         # finds nothing new, and ends as up to date while the scheduled run goes on waiting.
         triggered = time.monotonic()
         airflow(env, "dags", "trigger", BLOB, "--run-id", "manual__nothing_new")
-        wait_until(lambda: next((r["state"] != "queued" for r in runs(env, BLOB)
-                                 if r["run_id"] == "manual__nothing_new"), False), 120, "the manual run to start")
+        wait_until(
+            lambda: next(
+                (r["state"] != "queued" for r in runs(env, BLOB) if r["run_id"] == "manual__nothing_new"), False
+            ),
+            120,
+            "the manual run to start",
+        )
         assert time.monotonic() - triggered < 60, "the manual run queued behind the waiting scheduled run"
         up_to_date = wait_until(lambda: finished(env, BLOB, "manual__nothing_new"), 180, "the manual run to end")
         assert up_to_date["state"] == "success", up_to_date
@@ -262,12 +309,15 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
             assert run["state"] == "success", (dag_id, run)
         lap("three scheduled runs")
         ready = [w for w in truth.ready_windows() if w < partly]
-        events = {r["id"] for r in spark.read.format("delta").load(
-            hadoop_url(blob_config["events_table"], credentials)).collect()}
+        events = {
+            r["id"]
+            for r in spark.read.format("delta").load(hadoop_url(blob_config["events_table"], credentials)).collect()
+        }
         assert events == {e.id for e in truth.claimed(ready)}
 
         def rows(df):
             return sorted(tuple(r) for r in df.select("id", "name", "amount", "touched").collect())
+
         assert rows(live_rows(spark, hadoop_url(f"{lake}/orders", credentials))) == rows(simulator.snapshot())
         crdb_matches_truth(spark, hadoop_url(crdb_root, credentials), sink_truth)
         assert variable(env, "lakefeed_crdb_checkpoint")["sink"] == f"azure://{azurite.account}/{SINK_CONTAINER}"
@@ -279,11 +329,28 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         # (Airflow's "To" date is the start of the last interval: the hours starting 23:00 and 00:00, whose
         #  windows 23:10 and 00:10 are ready.)
         hour = FEED_SPEC.start.replace(minute=0) - HOUR
-        airflow(env, "backfill", "create", "--dag-id", BLOB, "--from-date", format_time(hour),
-                "--to-date", format_time(hour + HOUR), "--max-active-runs", "2")
-        backfills = wait_until(lambda: (lambda found: found if len(found) == 2 and all(
-            r["state"] in ("success", "failed") for r in found) else None)(
-            [r for r in runs(env, BLOB) if r["run_id"].startswith("backfill__")]), 600, "the two backfill runs")
+        airflow(
+            env,
+            "backfill",
+            "create",
+            "--dag-id",
+            BLOB,
+            "--from-date",
+            format_time(hour),
+            "--to-date",
+            format_time(hour + HOUR),
+            "--max-active-runs",
+            "2",
+        )
+        backfills = wait_until(
+            lambda: (
+                lambda found: (
+                    found if len(found) == 2 and all(r["state"] in ("success", "failed") for r in found) else None
+                )
+            )([r for r in runs(env, BLOB) if r["run_id"].startswith("backfill__")]),
+            600,
+            "the two backfill runs",
+        )
         assert [r["state"] for r in backfills] == ["success", "success"], backfills
         (_, first_end), (second_start, _) = sorted((r["start_date"], r["end_date"]) for r in backfills)
         assert second_start < first_end, backfills  # they ran at once
@@ -297,6 +364,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         #    and every blob run ends green.
         def commits() -> int:
             return sum(delta_versions(blob_config[t], credentials) for t in ("events_table", "state_table"))
+
         before = commits()
         azurite.container(FEED_CONTAINER).upload_blob("meta/Segments.json", segments_json, overwrite=True)
         airflow(env, "dags", "trigger", BLOB, "--run-id", "manual__after_kill")
@@ -307,26 +375,32 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         # The worker running a blob job now (this one's other MERGE, or the next batch's job) goes down.
         while True:
             trees = {name: process_tree(p) for name, p in workers.items()}
-            victim = next((name for name, tree in trees.items()
-                           if any(JOB in line for line in command_lines(tree))), None)
+            victim = next(
+                (name for name, tree in trees.items() if any(JOB in line for line in command_lines(tree))), None
+            )
             if victim:
                 break
             assert time.monotonic() < deadline, "no worker ran a blob job after the first commit"
             time.sleep(0.05)
         machine_down(trees[victim])
-        print(f"killed {victim} and its {len(trees[victim])} processes after the run's first Delta commit",
-              flush=True)
+        print(f"killed {victim} and its {len(trees[victim])} processes after the run's first Delta commit", flush=True)
         lap("run started, worker killed after a Delta commit")
-        settled = wait_until(lambda: (lambda found: found if found and all(
-            r["state"] in ("success", "failed") for r in found) else None)(runs(env, BLOB)), 900,
-            "every blob run to finish")
+        settled = wait_until(
+            lambda: (
+                lambda found: found if found and all(r["state"] in ("success", "failed") for r in found) else None
+            )(runs(env, BLOB)),
+            900,
+            "every blob run to finish",
+        )
         assert {r["run_id"]: r["state"] for r in settled if r["state"] != "success"} == {}
         lap("retried on the other worker, converged")
 
         # Every window ready now is in the targets, the checkpoint is at lastConsumable, and every
         # commit of the pipeline is announced exactly once (the killed try's commit included).
-        events = {r["id"] for r in spark.read.format("delta").load(
-            hadoop_url(blob_config["events_table"], credentials)).collect()}
+        events = {
+            r["id"]
+            for r in spark.read.format("delta").load(hadoop_url(blob_config["events_table"], credentials)).collect()
+        }
         assert events == {e.id for e in truth.claimed(truth.ready_windows())}
         assert variable(env, "lakefeed_blob_checkpoint")["watermark"] == format_time(FEED_SPEC.last_consumable)
         with credentials_scope(credentials):
@@ -336,8 +410,11 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         hosts = {dag_id: task_hosts(env, dag_id) for dag_id in (BLOB, CDF, CRDB)}
         print(json.dumps({d: {t: sorted(h) for t, h in hs.items()} for d, hs in hosts.items()}, indent=1))
         assert {h for hs in hosts.values() for task in hs.values() for h in task} == set(WORKERS)
-        retried = metadata_rows(env, "SELECT run_id FROM task_instance WHERE dag_id = :dag AND task_id = "
-                                     "'ingest_windows' AND try_number > 1", dag=BLOB)
+        retried = metadata_rows(
+            env,
+            "SELECT run_id FROM task_instance WHERE dag_id = :dag AND task_id = 'ingest_windows' AND try_number > 1",
+            dag=BLOB,
+        )
         assert retried, "the killed job's task was not retried"
         assert hosts[BLOB]["ingest_windows"] == set(WORKERS)  # the killed try, and its retry elsewhere
         for name, process in workers.items():

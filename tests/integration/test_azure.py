@@ -59,15 +59,31 @@ def test_wasb_store_sees_the_same_feed_as_the_local_folder(azurite, azure_feed, 
 
 
 def test_spark_job_reads_chunk_files_from_azurite(spark, azurite, azure_feed, tmp_path):
-    local, truth = azure_feed
+    _local, truth = azure_feed
     windows = truth.ready_windows()
     env = {**os.environ, "AZURE_STORAGE_CONNECTION_STRING": azurite.connection_string}
     result = subprocess.run(
-        ["spark-submit", str(ROOT / "spark_jobs" / "blob_changefeed_job.py"), "--feed-root", FEED_URL,
-         "--window-start", format_time(windows[0]), "--window-end", format_time(windows[-1] + HOUR),
-         "--events-table", str(tmp_path / "events"), "--state-table", str(tmp_path / "state"),
-         "--summary-json", str(tmp_path / "summary.json")],
-        env=env, capture_output=True, text=True, timeout=900)
+        [
+            "spark-submit",
+            str(ROOT / "spark_jobs" / "blob_changefeed_job.py"),
+            "--feed-root",
+            FEED_URL,
+            "--window-start",
+            format_time(windows[0]),
+            "--window-end",
+            format_time(windows[-1] + HOUR),
+            "--events-table",
+            str(tmp_path / "events"),
+            "--state-table",
+            str(tmp_path / "state"),
+            "--summary-json",
+            str(tmp_path / "summary.json"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-4000:]
     events = {r["id"] for r in spark.read.format("delta").load(str(tmp_path / "events")).select("id").collect()}
     assert events == {e.id for e in truth.claimed(windows)}
@@ -90,7 +106,7 @@ def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azu
     ADLS). No form of it (raw, URL-encoded, base64) may show in the process list or the Spark REST API's
     environment while the job runs, nor afterwards in the run's output, task logs, run summaries, the Spark event log or any row
     of the metadata database (XCom, Variables, rendered template fields, task instances, logs table)."""
-    local, truth = azure_feed
+    _local, truth = azure_feed
     home = tmp_path / "airflow"
     ui_port, events_dir = _free_port(), tmp_path / "spark-events"
     events_dir.mkdir()
@@ -101,16 +117,29 @@ def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azu
     defaults = Path(pyspark.__file__).parent / "conf" / "spark-defaults.conf"
     conf_dir.joinpath("spark-defaults.conf").write_text(
         (defaults.read_text() if defaults.exists() else "")
-        + f"\nspark.hadoop.fs.azure.account.key.{azurite.account}.dfs.core.windows.net {azurite.key}\n")
-    config = {"feed_root": FEED_URL, "wasb_conn_id": "wasb_feed",
-              "events_table": "az://lake/blob/events",
-              "state_table": f"abfss://blobstate@{azurite.account}.dfs.core.windows.net",
-              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1,
-              "spark_conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events_dir.as_uri(),
-                             "spark.ui.enabled": "true", "spark.ui.port": str(ui_port),
-                             "spark.port.maxRetries": "0"}}
-    env = dags_test_env(home, AIRFLOW_CONN_WASB_FEED=wasb_connection(azurite),
-                        AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(config), SPARK_CONF_DIR=str(conf_dir))
+        + f"\nspark.hadoop.fs.azure.account.key.{azurite.account}.dfs.core.windows.net {azurite.key}\n"
+    )
+    config = {
+        "feed_root": FEED_URL,
+        "wasb_conn_id": "wasb_feed",
+        "events_table": "az://lake/blob/events",
+        "state_table": f"abfss://blobstate@{azurite.account}.dfs.core.windows.net",
+        "sensor_timeout_seconds": 3,
+        "sensor_poke_seconds": 1,
+        "spark_conf": {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": events_dir.as_uri(),
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(ui_port),
+            "spark.port.maxRetries": "0",
+        },
+    }
+    env = dags_test_env(
+        home,
+        AIRFLOW_CONN_WASB_FEED=wasb_connection(azurite),
+        AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG=json.dumps(config),
+        SPARK_CONF_DIR=str(conf_dir),
+    )
     for name in CREDENTIAL_ENV:  # the connection is the only credential
         env.pop(name, None)
     for container in ("lake", "blobstate"):
@@ -123,8 +152,10 @@ def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azu
     windows = truth.ready_windows()
     credentials = {CONNECTION_STRING: azurite.connection_string}
     apply_storage_credentials(spark, credentials)
-    events = {r["id"] for r in spark.read.format("delta").load(hadoop_url(config["events_table"], credentials))
-              .select("id").collect()}
+    events = {
+        r["id"]
+        for r in spark.read.format("delta").load(hadoop_url(config["events_table"], credentials)).select("id").collect()
+    }
     assert events == {e.id for e in truth.claimed(windows)}
     state = spark.read.format("delta").load(hadoop_url(config["state_table"], credentials))
     assert state.count() > 0
@@ -134,8 +165,7 @@ def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azu
     assert watch.process_lists, "the process list was never sampled during the run"
     assert watch.environments, "the Spark REST API was never read during the run"
     environment = json.loads(watch.environments[-1])
-    redacted = {k: v for k, v in environment["hadoopProperties"] + environment["sparkProperties"]
-                if "account.key" in k}
+    redacted = {k: v for k, v in environment["hadoopProperties"] + environment["sparkProperties"] if "account.key" in k}
     assert redacted and set(redacted.values()) == {"*********(redacted)"}, redacted
     assert watch.leaks(key) == []
     assert list(events_dir.iterdir()), "the job wrote no event log"
@@ -195,7 +225,7 @@ def test_a_connection_that_keeps_failing_is_unavailable_not_corrupt(azurite, chu
     from lakefeed.errors import FeedCorruptError, StorageUnavailableError
     from tests.flaky_proxy import FlakyProxy
 
-    relative, size, _ = chunk_file
+    relative, _size, _ = chunk_file
     proxy = FlakyProxy(azurite.port, body_bytes=0, cuts=None)  # every download cut before its body
     try:
         monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", _through(proxy, azurite))
@@ -206,4 +236,3 @@ def test_a_connection_that_keeps_failing_is_unavailable_not_corrupt(azurite, chu
         assert not isinstance(failed.value, FeedCorruptError)
     finally:
         proxy.close()
-

@@ -58,6 +58,7 @@ def test_crdb_pipeline_on_azure_under_nested_paths_with_a_sas_token(spark, azuri
         for path in paths:
             with path.open("rb") as handle:
                 sink.upload_blob(f"{SINK_PATH}/{path.relative_to(local).as_posix()}", handle, overwrite=True)
+
     upload(p for p in files if p not in later)
 
     sink_root = f"az://{SINK_CONTAINER}/{SINK_PATH}"
@@ -66,13 +67,21 @@ def test_crdb_pipeline_on_azure_under_nested_paths_with_a_sas_token(spark, azuri
     # driver with the credential its environment got from the connection, read and removed by its task with
     # the connection's.
     summaries = f"az://{LAKE_CONTAINER}/_lakefeed/summaries"
-    config = {"sink_root": sink_root, "target_root": target_root, "wasb_conn_id": "wasb_sas",
-              "job_summary_root": summaries,
-              "resolved_per_batch": 50, "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1}
+    config = {
+        "sink_root": sink_root,
+        "target_root": target_root,
+        "wasb_conn_id": "wasb_sas",
+        "job_summary_root": summaries,
+        "resolved_per_batch": 50,
+        "sensor_timeout_seconds": 3,
+        "sensor_poke_seconds": 1,
+    }
     sas = writer_connection_forms(azurite)["SAS token"]
-    env = with_config(dags_test_env(tmp_path / "airflow",
-                                    AIRFLOW_CONN_WASB_SAS=json.dumps({"conn_type": "wasb", **sas})),
-                      "lakefeed_crdb_config", config)
+    env = with_config(
+        dags_test_env(tmp_path / "airflow", AIRFLOW_CONN_WASB_SAS=json.dumps({"conn_type": "wasb", **sas})),
+        "lakefeed_crdb_config",
+        config,
+    )
     for name in CREDENTIAL_ENV:  # the connection is the only credential anywhere
         env.pop(name, None)
 

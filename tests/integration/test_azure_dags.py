@@ -10,6 +10,7 @@ Azurite with Spark."""
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,9 @@ CDF_DAG = "delta_cdf_to_delta"
 
 def wasb_connection(azurite) -> str:
     """An account key on Azurite's endpoint: the form a team keeps in an Airflow connection."""
-    return json.dumps({"conn_type": "wasb", "login": azurite.account, "password": azurite.key,
-                       "host": azurite.endpoint})
+    return json.dumps(
+        {"conn_type": "wasb", "login": azurite.account, "password": azurite.key, "host": azurite.endpoint}
+    )
 
 
 def upload_table(azurite, local: Path, container: str, prefix: str) -> None:
@@ -65,8 +67,9 @@ def source_rows(frame) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def azure_env(azurite, tmp_path_factory):
-    env = dags_test_env(tmp_path_factory.mktemp("azure_dags") / "airflow",
-                        AIRFLOW_CONN_WASB_LAKE=wasb_connection(azurite))
+    env = dags_test_env(
+        tmp_path_factory.mktemp("azure_dags") / "airflow", AIRFLOW_CONN_WASB_LAKE=wasb_connection(azurite)
+    )
     for name in CREDENTIAL_ENV:  # the connection is the only credential anywhere
         env.pop(name, None)
     return env
@@ -84,9 +87,20 @@ def test_cdf_pipeline_with_source_and_target_on_azure_storage(spark, azurite, az
     azurite.container("cdftarget")
     # The pipeline's own connection (none at the top level): the sensor, the planner, the jobs and the commit
     # step all take it.
-    config = {"pipelines": [{"name": "orders", "source_table": source, "target_table": target, "keys": ["id"],
-                             "versions_per_job": 3, "wasb_conn_id": "wasb_lake"}],
-              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1}
+    config = {
+        "pipelines": [
+            {
+                "name": "orders",
+                "source_table": source,
+                "target_table": target,
+                "keys": ["id"],
+                "versions_per_job": 3,
+                "wasb_conn_id": "wasb_lake",
+            }
+        ],
+        "sensor_timeout_seconds": 3,
+        "sensor_poke_seconds": 1,
+    }
     env = with_config(azure_env, "lakefeed_cdf_config", config)
     checkpoint_name = "lakefeed_cdf_checkpoint__orders"
 
@@ -118,17 +132,20 @@ def test_cdf_pipeline_with_source_and_target_on_azure_storage(spark, azurite, az
 def writer_connection_forms(azurite) -> dict[str, dict]:
     """The connection forms of test_azure_roots, with a SAS token a Delta writer can use: Delta commits to
     Azure by writing a temporary file and renaming it, which the blob service does as copy and delete."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
 
     from tests.integration.test_azure_roots import connection_forms
 
     forms = connection_forms(azurite)
-    sas = generate_account_sas(azurite.account, azurite.key, ResourceTypes(service=True, container=True, object=True),
-                               AccountSasPermissions(read=True, list=True, write=True, add=True, create=True,
-                                                     delete=True),
-                               expiry=datetime.now(timezone.utc) + timedelta(hours=2))
+    sas = generate_account_sas(
+        azurite.account,
+        azurite.key,
+        ResourceTypes(service=True, container=True, object=True),
+        AccountSasPermissions(read=True, list=True, write=True, add=True, create=True, delete=True),
+        expiry=datetime.now(UTC) + timedelta(hours=2),
+    )
     forms["SAS token"]["extra"] = {"sas_token": sas}
     return forms
 
@@ -157,8 +174,13 @@ def test_spark_writes_and_reads_delta_on_azure_with_each_connection_form(spark, 
         opened = hadoop_url(url, credentials)
         spark.range(0, 10).write.format("delta").save(opened)
         spark.range(10, 15).write.format("delta").mode("append").save(opened)
-        (DeltaTable.forPath(spark, opened).alias("t").merge(spark.range(12, 20).alias("s"), "t.id = s.id")
-         .whenNotMatchedInsertAll().execute())
+        (
+            DeltaTable.forPath(spark, opened)
+            .alias("t")
+            .merge(spark.range(12, 20).alias("s"), "t.id = s.id")
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
         assert sorted(r.id for r in spark.read.format("delta").load(opened).collect()) == list(range(20)), url
         assert DeltaTable.forPath(spark, opened).history(1).collect()[0]["version"] == 2
         assert DeltaLog(Store(url, credentials=credentials)).commit_versions() == [0, 1, 2], url

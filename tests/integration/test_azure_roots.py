@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -27,15 +28,18 @@ PLACES = (("crdbroot", ""), ("crdbnested", "shop"), ("crdbdeep", "eu/west/shop")
 
 
 def wasb_connection(azurite) -> str:
-    return json.dumps({"conn_type": "wasb", "login": azurite.account, "password": azurite.key,
-                       "host": azurite.endpoint})
+    return json.dumps(
+        {"conn_type": "wasb", "login": azurite.account, "password": azurite.key, "host": azurite.endpoint}
+    )
 
 
 def forms(azurite, container: str, path: str) -> list[str]:
     suffix = f"/{path}" if path else ""
-    return [f"az://{container}{suffix}",
-            f"abfss://{container}@{azurite.account}.dfs.core.windows.net{suffix}",
-            f"wasbs://{container}@{azurite.account}.blob.core.windows.net{suffix}/"]
+    return [
+        f"az://{container}{suffix}",
+        f"abfss://{container}@{azurite.account}.dfs.core.windows.net{suffix}",
+        f"wasbs://{container}@{azurite.account}.blob.core.windows.net{suffix}/",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -86,29 +90,51 @@ def test_a_sink_root_with_nothing_under_it_is_refused_naming_it(azurite, sinks, 
     azurite.container("crdbempty")
     for url in ("az://crdbempty", "az://crdbnested/shops", "az://crdbroot/eu/west"):  # empty; a path mistyped
         with pytest.raises(FeedError, match=f"the changefeed sink {url} holds nothing at all"):
-            resolved_readiness(sink_root=url, wasb_conn_id="wasb_lake", resolved=None, sink_identity=None,
-                               checkpoint_variable="lakefeed_crdb_checkpoint")
+            resolved_readiness(
+                sink_root=url,
+                wasb_conn_id="wasb_lake",
+                resolved=None,
+                sink_identity=None,
+                checkpoint_variable="lakefeed_crdb_checkpoint",
+            )
     # The URL names another storage account than the connection's.
     with pytest.raises(FeedConfigError, match="is in the storage account otheracct, but the connection wasb_lake"):
-        resolved_readiness(sink_root="abfss://crdbroot@otheracct.dfs.core.windows.net", wasb_conn_id="wasb_lake",
-                           resolved=None, sink_identity=None, checkpoint_variable="lakefeed_crdb_checkpoint")
+        resolved_readiness(
+            sink_root="abfss://crdbroot@otheracct.dfs.core.windows.net",
+            wasb_conn_id="wasb_lake",
+            resolved=None,
+            sink_identity=None,
+            checkpoint_variable="lakefeed_crdb_checkpoint",
+        )
 
 
 def connection_forms(azurite) -> dict[str, dict]:
     """The ``wasb`` connection forms a team uses, as Airflow stores their fields."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
 
-    sas = generate_account_sas(azurite.account, azurite.key, ResourceTypes(service=True, container=True, object=True),
-                               AccountSasPermissions(read=True, list=True, write=True, add=True, create=True),
-                               expiry=datetime.now(timezone.utc) + timedelta(hours=2))
+    sas = generate_account_sas(
+        azurite.account,
+        azurite.key,
+        ResourceTypes(service=True, container=True, object=True),
+        AccountSasPermissions(read=True, list=True, write=True, add=True, create=True),
+        expiry=datetime.now(UTC) + timedelta(hours=2),
+    )
     return {
         "account key": {"login": azurite.account, "password": azurite.key, "host": azurite.endpoint, "extra": {}},
-        "SAS token": {"login": azurite.account, "password": None, "host": azurite.endpoint,
-                      "extra": {"sas_token": sas}},
-        "connection string": {"login": None, "password": None, "host": None,
-                              "extra": {"connection_string": azurite.connection_string}},
+        "SAS token": {
+            "login": azurite.account,
+            "password": None,
+            "host": azurite.endpoint,
+            "extra": {"sas_token": sas},
+        },
+        "connection string": {
+            "login": None,
+            "password": None,
+            "host": None,
+            "extra": {"connection_string": azurite.connection_string},
+        },
     }
 
 
@@ -132,8 +158,13 @@ def test_the_delta_log_of_a_table_on_azure_is_read_with_the_connections_credenti
     azurite.container(nested)
     for url in (f"az://{root}", f"abfss://{nested}@{azurite.account}.dfs.core.windows.net/a/b/orders"):
         for rows in ([1, 2], [3]):
-            write_deltalake(url, pa.table({"id": rows}), mode="append", storage_options=writer,
-                            configuration={"delta.enableChangeDataFeed": "true"})
+            write_deltalake(
+                url,
+                pa.table({"id": rows}),
+                mode="append",
+                storage_options=writer,
+                configuration={"delta.enableChangeDataFeed": "true"},
+            )
         log = DeltaLog(Store(url, credentials=credentials))
         assert log.latest_version() == 1 and log.commit_versions() == [0, 1]
         assert log.table_id() and log.table_id() == log.table_id(0)
@@ -160,11 +191,20 @@ def test_the_cdf_sensor_reads_a_source_on_azure_through_the_pipelines_connection
     azurite.container("cdfsources")
     url = "az://cdfsources/shop/orders"
     for rows in ([1, 2], [3], [4]):
-        write_deltalake(url, pa.table({"id": rows}), mode="append",
-                        storage_options=delta_storage_options(credential_env(**form)),
-                        configuration={"delta.enableChangeDataFeed": "true"})
-    source = {"name": "orders", "source_table": url, "checkpoint_variable": "lakefeed_cdf_checkpoint__orders",
-              "applied_version": 0, "source_table_id": None}
+        write_deltalake(
+            url,
+            pa.table({"id": rows}),
+            mode="append",
+            storage_options=delta_storage_options(credential_env(**form)),
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
+    source = {
+        "name": "orders",
+        "source_table": url,
+        "checkpoint_variable": "lakefeed_cdf_checkpoint__orders",
+        "applied_version": 0,
+        "source_table_id": None,
+    }
     assert sources_behind([{**source, "wasb_conn_id": "wasb_sources"}]) == {"orders": {"latest": 2, "applied": 0}}
     with pytest.raises(FeedConfigError, match=f"no credentials to read {url}: set wasb_conn_id"):
         sources_behind([source])
@@ -177,8 +217,15 @@ def test_a_blob_feed_without_segments_json_is_refused_naming_it(azurite, monkeyp
     azurite.container("nofeed")
     for url in ("az://nofeed", "az://nofeed/mirror"):
         with pytest.raises(FeedError, match=f"{url}/meta/Segments.json does not exist"):
-            feed_readiness(feed_root=url, wasb_conn_id="wasb_lake", watermark=None, last_consumable_seen=None,
-                           start_from=None, feed_identity=None, checkpoint_variable="lakefeed_blob_checkpoint")
+            feed_readiness(
+                feed_root=url,
+                wasb_conn_id="wasb_lake",
+                watermark=None,
+                last_consumable_seen=None,
+                start_from=None,
+                feed_identity=None,
+                checkpoint_variable="lakefeed_blob_checkpoint",
+            )
 
 
 def test_a_folder_is_listed_anew_after_a_writer_added_to_it(azurite):
@@ -193,7 +240,10 @@ def test_a_folder_is_listed_anew_after_a_writer_added_to_it(azurite):
     client.upload_blob("t/_delta_log/00000000000000000000.json", b"{}", overwrite=True)
     credentials = {CONNECTION_STRING: azurite.connection_string}
     assert [e.name for e in Store("az://relisted/t", credentials=credentials).list("_delta_log")] == [
-        "00000000000000000000.json"]
+        "00000000000000000000.json"
+    ]
     client.upload_blob("t/_delta_log/00000000000000000001.json", b"{}", overwrite=True)
     assert [e.name for e in Store("az://relisted/t", credentials=credentials).list("_delta_log")] == [
-        "00000000000000000000.json", "00000000000000000001.json"]
+        "00000000000000000000.json",
+        "00000000000000000001.json",
+    ]

@@ -19,8 +19,8 @@ from tests.airflow_env import (
     dags_test,
     dags_test_env,
     job_summaries,
-    progress,
     last_run_id,
+    progress,
     start_dags_test,
     task_tries,
     variable,
@@ -47,7 +47,6 @@ def pipeline(airflow_env, tmp_path, request):
         "feed_root": str(tmp_path / "feed"),
         "events_table": str(tmp_path / "lake" / "events"),
         "state_table": str(tmp_path / "lake" / "state"),
-        
         "checkpoint_variable": f"cp_{name}",
         "sensor_timeout_seconds": 3,
         "sensor_poke_seconds": 1,
@@ -61,10 +60,14 @@ def checkpoint(env, config) -> dict | None:
 
 
 def tables(spark, config):
-    events = {r["id"]: (r["claimWindow"], r["eventType"]) for r in
-              spark.read.format("delta").load(config["events_table"]).collect()}
-    state = {r["subject"]: (r["eventId"], r["isDeleted"]) for r in
-             spark.read.format("delta").load(config["state_table"]).collect()}
+    events = {
+        r["id"]: (r["claimWindow"], r["eventType"])
+        for r in spark.read.format("delta").load(config["events_table"]).collect()
+    }
+    state = {
+        r["subject"]: (r["eventId"], r["isDeleted"])
+        for r in spark.read.format("delta").load(config["state_table"]).collect()
+    }
     return events, state
 
 
@@ -168,14 +171,23 @@ def test_a_transient_failure_is_retried_and_the_run_completes(spark, pipeline):
     base, config, env = pipeline
     truth = generate_feed(base / "feed", FeedSpec(**{**SPEC.__dict__, "seed": 24}))
     events_dir = base / "spark-events"  # missing at first: Spark refuses to start, spark-submit exits 1
-    config = {**config, "spark_conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events_dir}",
-                                       "spark.eventLog.compress": "false",
-                                       "spark.sql.shuffle.partitions": "3"}}  # over the jobs' default of 8
+    config = {
+        **config,
+        "spark_conf": {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": f"file://{events_dir}",
+            "spark.eventLog.compress": "false",
+            "spark.sql.shuffle.partitions": "3",
+        },
+    }  # over the jobs' default of 8
     env = {**with_config(env, "lakefeed_blob_config", config), "LAKEFEED_RETRY_DELAY_SECONDS": "8"}
     process = start_dags_test(env, DAG, log=base / "dags-test.log")
     try:
-        wait_for(lambda: any(state == "up_for_retry" for state, _ in task_tries(env, DAG, last_run_id(env, DAG)).values()),
-                 240, "the first attempt to fail")
+        wait_for(
+            lambda: any(state == "up_for_retry" for state, _ in task_tries(env, DAG, last_run_id(env, DAG)).values()),
+            240,
+            "the first attempt to fail",
+        )
         events_dir.mkdir()
         assert process.wait(600) == 0, (base / "dags-test.log").read_text()[-6000:]
     finally:
@@ -183,8 +195,12 @@ def test_a_transient_failure_is_retried_and_the_run_completes(spark, pipeline):
     assert task_tries(env, DAG, last_run_id(env, DAG))["ingest_windows[0]"] == ("success", 2)
     assert_matches_truth(spark, config, truth)
     # The retry ran with the configured spark_conf, which wins over the jobs' own defaults.
-    lines = [line for path in events_dir.rglob("*") if path.is_file() and not path.name.startswith(".")
-             for line in path.read_text(errors="replace").splitlines()]
+    lines = [
+        line
+        for path in events_dir.rglob("*")
+        if path.is_file() and not path.name.startswith(".")
+        for line in path.read_text(errors="replace").splitlines()
+    ]
     environment = next(json.loads(line) for line in lines if '"SparkListenerEnvironmentUpdate"' in line)
     assert environment["Spark Properties"]["spark.sql.shuffle.partitions"] == "3"
 
@@ -199,10 +215,17 @@ def test_a_backfill_and_a_scheduled_run_at_once_converge(spark, pipeline):
     # The backfill starts once the scheduled run exists: two `dags test` processes syncing the parsed DAG
     # into one SQLite file at the same instant can collide (a harness limit; production runs on Postgres).
     # Both runs' Spark jobs still overlap.
-    wait_for(lambda: "run_id=manual__" in (base / "scheduled.log").read_text() or scheduled.poll() is not None,
-             300, "the scheduled run to start")
-    backfill = start_dags_test(env, DAG, {"window_start": format_time(spec.start - HOUR),
-                                          "window_end": format_time(spec.last_consumable)}, log=base / "backfill.log")
+    wait_for(
+        lambda: "run_id=manual__" in (base / "scheduled.log").read_text() or scheduled.poll() is not None,
+        300,
+        "the scheduled run to start",
+    )
+    backfill = start_dags_test(
+        env,
+        DAG,
+        {"window_start": format_time(spec.start - HOUR), "window_end": format_time(spec.last_consumable)},
+        log=base / "backfill.log",
+    )
     try:
         assert scheduled.wait(600) == 0, (base / "scheduled.log").read_text()[-6000:]
         assert backfill.wait(600) == 0, (base / "backfill.log").read_text()[-6000:]
@@ -210,9 +233,14 @@ def test_a_backfill_and_a_scheduled_run_at_once_converge(spark, pipeline):
         scheduled.kill()
         backfill.kill()
     assert_matches_truth(spark, config, truth)
-    run_ids = {log: next(line.split("run_id=")[1].split()[0].strip(",") for line in
-                         (base / f"{log}.log").read_text().splitlines() if "run_id=manual__" in line)
-               for log in ("scheduled", "backfill")}
+    run_ids = {
+        log: next(
+            line.split("run_id=")[1].split()[0].strip(",")
+            for line in (base / f"{log}.log").read_text().splitlines()
+            if "run_id=manual__" in line
+        )
+        for log in ("scheduled", "backfill")
+    }
     # The position moved once, by the scheduled run (the backfill's commit step records only which of
     # the tables' commits it announced).
     assert checkpoint(env, config)["watermark"] == format_time(spec.last_consumable)
@@ -220,8 +248,13 @@ def test_a_backfill_and_a_scheduled_run_at_once_converge(spark, pipeline):
     # Each job resolved the race itself (two first commits, MERGE conflicts): no task needed a retry.
     with_tries = {}
     for log, run_id in run_ids.items():
-        with_tries.update({f"{log} {task}": tries for task, (_, tries) in task_tries(env, DAG, run_id).items()
-                           if task.startswith("ingest_windows")})
+        with_tries.update(
+            {
+                f"{log} {task}": tries
+                for task, (_, tries) in task_tries(env, DAG, run_id).items()
+                if task.startswith("ingest_windows")
+            }
+        )
     assert with_tries and set(with_tries.values()) == {1}, with_tries
     # Both runs' commits are announced, each by one of the two commit steps.
     for table in (config["events_table"], config["state_table"]):
@@ -239,7 +272,8 @@ def test_a_dropped_target_stops_the_pipeline_until_a_reset(spark, pipeline):
     shutil.rmtree(config["state_table"])
     result = dags_test(env, DAG, succeed=False)
     assert f"the state table {config['state_table']} holds its work, but there is no Delta table there" in (
-        result.stdout + result.stderr)
+        result.stdout + result.stderr
+    )
     assert checkpoint(env, config) == recorded
 
     dags_test(env, DAG, {"reset_checkpoint": True})
@@ -247,5 +281,7 @@ def test_a_dropped_target_stops_the_pipeline_until_a_reset(spark, pipeline):
     reset = checkpoint(env, config)
     assert reset["watermark"] == recorded["watermark"] and reset["generation"] == recorded["generation"] + 1
     assert reset["targets"][config["state_table"]]["tableId"] != recorded["targets"][config["state_table"]]["tableId"]
-    assert json.loads(json.dumps(reset["targets"][config["events_table"]]))["tableId"] == \
-        recorded["targets"][config["events_table"]]["tableId"]
+    assert (
+        json.loads(json.dumps(reset["targets"][config["events_table"]]))["tableId"]
+        == recorded["targets"][config["events_table"]]["tableId"]
+    )

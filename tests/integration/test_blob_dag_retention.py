@@ -28,17 +28,24 @@ def delete_segment(feed, start: str) -> None:
 
 
 def events_by_id(spark, config) -> dict[str, str]:
-    return {r["id"]: r["segmentStart"] for r in
-            spark.read.format("delta").load(config["events_table"]).select("id", "segmentStart").collect()}
+    return {
+        r["id"]: r["segmentStart"]
+        for r in spark.read.format("delta").load(config["events_table"]).select("id", "segmentStart").collect()
+    }
 
 
 def test_segments_and_chunk_files_lost_to_retention_stop_the_pipeline_until_acknowledged(spark, tmp_path):
     feed = tmp_path / "feed"
     truth = generate_feed(feed, SPEC)
-    config = {"feed_root": str(feed), "events_table": str(tmp_path / "lake" / "events"),
-              "state_table": str(tmp_path / "lake" / "state"),
-              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1, "max_windows_per_run": 2,
-              "windows_per_batch": 2}
+    config = {
+        "feed_root": str(feed),
+        "events_table": str(tmp_path / "lake" / "events"),
+        "state_table": str(tmp_path / "lake" / "state"),
+        "sensor_timeout_seconds": 3,
+        "sensor_poke_seconds": 1,
+        "max_windows_per_run": 2,
+        "windows_per_batch": 2,
+    }
     env = with_config(dags_test_env(tmp_path / "airflow"), "lakefeed_blob_config", config)
     t = lambda hours: format_time(SPEC.start + hours * HOUR)  # noqa: E731  (segment/window starts)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 import fastavro
@@ -34,8 +34,12 @@ def ingest(spark, root, tables, start, end):
 
 
 def snapshot(spark, tables):
-    events = {r["id"]: r.asDict(recursive=True) for r in spark.read.format("delta").load(str(tables / "events")).collect()}
-    state = {r["subject"]: r.asDict(recursive=True) for r in spark.read.format("delta").load(str(tables / "state")).collect()}
+    events = {
+        r["id"]: r.asDict(recursive=True) for r in spark.read.format("delta").load(str(tables / "events")).collect()
+    }
+    state = {
+        r["subject"]: r.asDict(recursive=True) for r in spark.read.format("delta").load(str(tables / "state")).collect()
+    }
     for row in events.values():
         row.pop("ingestedAt")
     for row in state.values():
@@ -55,9 +59,13 @@ def assert_matches_truth(spark, tables, truth, windows):
     assert set(events) == set(expected)
     for event_id, want in expected.items():
         got = events[event_id]
-        assert format_time(got["claimWindow"].replace(tzinfo=timezone.utc)) == want.window
+        assert format_time(got["claimWindow"].replace(tzinfo=UTC)) == want.window
         assert (got["eventTime"], got["eventType"], got["subject"], got["isStray"]) == (
-            want.eventTime, want.eventType, want.subject, want.stray)
+            want.eventTime,
+            want.eventType,
+            want.subject,
+            want.stray,
+        )
         assert got["data"]["sequencer"] == want.sequencer
     expected_state = truth.state(windows)
     assert set(state) == set(expected_state)
@@ -126,7 +134,7 @@ def test_windows_one_by_one_in_any_order_equal_one_clean_run(spark, feed, tmp_pa
 
 
 def test_window_not_ready_is_refused_before_spark(feed):
-    root, truth = feed
+    root, _truth = feed
     last = SPEC.last_consumable
     with pytest.raises(WindowNotReadyError, match=format_time(last)):
         plan(str(root), last - HOUR, last + HOUR)
@@ -169,8 +177,9 @@ def _unknown_schema_version(root: Path) -> str:
     return str(chunk.relative_to(root))
 
 
-@pytest.mark.parametrize("corrupt", [_truncate_chunk, _not_avro_chunk, _malformed_manifest, _manifest_outside_log,
-                                     _unknown_schema_version])
+@pytest.mark.parametrize(
+    "corrupt", [_truncate_chunk, _not_avro_chunk, _malformed_manifest, _manifest_outside_log, _unknown_schema_version]
+)
 def test_bad_input_fails_naming_the_file_and_writes_nothing(spark, feed, tmp_path, corrupt):
     root, truth = feed
     windows = truth.ready_windows()
@@ -187,7 +196,9 @@ def test_bad_input_fails_naming_the_file_and_writes_nothing(spark, feed, tmp_pat
 def _spark_submit(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["spark-submit", str(ROOT / "spark_jobs" / "blob_changefeed_job.py"), *args],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -195,9 +206,18 @@ def test_spark_submit_contract_on_a_corrupt_feed_exits_2_and_writes_nothing(feed
     root, truth = feed
     culprit = _truncate_chunk(root)
     windows = truth.ready_windows()
-    result = _spark_submit("--feed-root", str(root), "--window-start", format_time(windows[0]),
-                           "--window-end", format_time(windows[-1] + HOUR),
-                           "--events-table", str(tmp_path / "events"), "--state-table", str(tmp_path / "state"))
+    result = _spark_submit(
+        "--feed-root",
+        str(root),
+        "--window-start",
+        format_time(windows[0]),
+        "--window-end",
+        format_time(windows[-1] + HOUR),
+        "--events-table",
+        str(tmp_path / "events"),
+        "--state-table",
+        str(tmp_path / "state"),
+    )
     assert result.returncode == 2, result.stderr[-3000:]
     assert f"FeedCorruptError: {root}/{culprit}: corrupt or truncated Avro" in result.stdout + result.stderr
     assert not (tmp_path / "events").exists() and not (tmp_path / "state").exists()
@@ -207,10 +227,20 @@ def test_spark_submit_contract_ingests_and_reports(feed, tmp_path):
     root, truth = feed
     windows = truth.ready_windows()
     summary_file = tmp_path / "summary.json"
-    result = _spark_submit("--feed-root", str(root), "--window-start", format_time(windows[1]),
-                           "--window-end", format_time(windows[3]),
-                           "--events-table", str(tmp_path / "events"), "--state-table", str(tmp_path / "state"),
-                           "--summary-json", str(summary_file))
+    result = _spark_submit(
+        "--feed-root",
+        str(root),
+        "--window-start",
+        format_time(windows[1]),
+        "--window-end",
+        format_time(windows[3]),
+        "--events-table",
+        str(tmp_path / "events"),
+        "--state-table",
+        str(tmp_path / "state"),
+        "--summary-json",
+        str(summary_file),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(summary_file.read_text())
     assert summary["windows"] == [format_time(w) for w in windows[1:3]]
@@ -233,9 +263,20 @@ def test_spark_submit_refuses_a_shard_lost_to_retention_until_acknowledged(spark
         chunk.unlink()
     assert lost_ids
     summary_file = tmp_path / "summary.json"
-    args = ["--feed-root", str(root), "--window-start", format_time(windows[0]),
-            "--window-end", format_time(windows[-1] + HOUR), "--events-table", str(tmp_path / "events"),
-            "--state-table", str(tmp_path / "state"), "--summary-json", str(summary_file)]
+    args = [
+        "--feed-root",
+        str(root),
+        "--window-start",
+        format_time(windows[0]),
+        "--window-end",
+        format_time(windows[-1] + HOUR),
+        "--events-table",
+        str(tmp_path / "events"),
+        "--state-table",
+        str(tmp_path / "state"),
+        "--summary-json",
+        str(summary_file),
+    ]
 
     refused = _spark_submit(*args)
     assert refused.returncode == 2, refused.stderr[-3000:]
@@ -264,12 +305,31 @@ def test_two_jobs_merging_the_same_tables_at_once_both_commit(spark, feed, tmp_p
     root, truth = feed
     windows = truth.ready_windows()
     ingest(spark, root, tmp_path, windows[0], windows[1])  # the tables exist: both jobs MERGE, neither creates
-    args = ["--feed-root", str(root), "--events-table", str(tmp_path / "events"),
-            "--state-table", str(tmp_path / "state")]
-    jobs = [subprocess.Popen(["spark-submit", str(ROOT / "spark_jobs" / "blob_changefeed_job.py"), *args,
-                              "--window-start", format_time(start), "--window-end", format_time(end)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for start, end in ((windows[1], windows[-1] + HOUR), (windows[0], windows[-1] + HOUR))]
+    args = [
+        "--feed-root",
+        str(root),
+        "--events-table",
+        str(tmp_path / "events"),
+        "--state-table",
+        str(tmp_path / "state"),
+    ]
+    jobs = [
+        subprocess.Popen(
+            [
+                "spark-submit",
+                str(ROOT / "spark_jobs" / "blob_changefeed_job.py"),
+                *args,
+                "--window-start",
+                format_time(start),
+                "--window-end",
+                format_time(end),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for start, end in ((windows[1], windows[-1] + HOUR), (windows[0], windows[-1] + HOUR))
+    ]
     outputs = [job.communicate(timeout=600)[0] for job in jobs]
     assert [job.returncode for job in jobs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
     assert_matches_truth(spark, tmp_path, truth, windows)

@@ -35,9 +35,15 @@ def pipeline(airflow_env, tmp_path, request):
     """A pipeline of its own (source, target, run folder, checkpoint Variable) in the module's Airflow."""
     name = request.node.name.split("[")[0].removeprefix("test_")[:40]
     config = {
-        "pipelines": [{"name": name, "source_table": str(tmp_path / "source"), "target_table": str(tmp_path / "target"),
-                       "keys": ["id"], "versions_per_job": 4 if "growth" in name else 50}],
-        
+        "pipelines": [
+            {
+                "name": name,
+                "source_table": str(tmp_path / "source"),
+                "target_table": str(tmp_path / "target"),
+                "keys": ["id"],
+                "versions_per_job": 4 if "growth" in name else 50,
+            }
+        ],
         "sensor_timeout_seconds": 3,
         "sensor_poke_seconds": 1,
     }
@@ -66,7 +72,7 @@ def source_with_history(spark, path, seed, kinds=("update", "delete", "update", 
 
 
 def test_backfill_first_then_runs_growth_replay_and_full_refresh(spark, pipeline):
-    base, name, config, env = pipeline
+    base, name, _config, env = pipeline
     source, target = str(base / "source"), str(base / "target")
     simulator = source_with_history(spark, source, seed=5)
     first_latest = latest_version(spark, source)
@@ -109,7 +115,7 @@ def test_backfill_first_then_runs_growth_replay_and_full_refresh(spark, pipeline
 
 
 def test_a_full_refresh_at_an_older_version_resets_the_checkpoint_and_loses_nothing(spark, pipeline):
-    base, name, config, env = pipeline
+    base, name, _config, env = pipeline
     source, target = str(base / "source"), str(base / "target")
     simulator = source_with_history(spark, source, seed=7, kinds=("update", "delete", "reinsert", "merge"))
     dags_test(env, DAG)
@@ -124,14 +130,13 @@ def test_a_full_refresh_at_an_older_version_resets_the_checkpoint_and_loses_noth
 
     simulator.commit("delete")
     dags_test(env, DAG)
-    assert [(s["startingVersion"], s["endingVersion"]) for s in job_summaries(env, DAG)] == [
-        (3, latest + 1)]
+    assert [(s["startingVersion"], s["endingVersion"]) for s in job_summaries(env, DAG)] == [(3, latest + 1)]
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
     assert applied(env, name) == latest + 1
 
 
 def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(spark, pipeline):
-    base, name, config, env = pipeline
+    base, name, _config, env = pipeline
     source, target = str(base / "source"), str(base / "target")
     source_with_history(spark, source, seed=8)
     dags_test(env, DAG)

@@ -21,12 +21,15 @@ def airflow_env(tmp_path_factory):
 def test_a_chunked_backfill_across_an_added_column_then_scheduled_runs_equal_the_source(spark, airflow_env, tmp_path):
     env = airflow_env
     source, target = tmp_path / "source", tmp_path / "target"
-    simulator = source_with_history(spark, source, seed=5, commits=2)          # versions 0..3
-    spark.sql(f"ALTER TABLE delta.`{source}` ADD COLUMNS (note STRING)")      # version 4
+    simulator = source_with_history(spark, source, seed=5, commits=2)  # versions 0..3
+    spark.sql(f"ALTER TABLE delta.`{source}` ADD COLUMNS (note STRING)")  # version 4
     spark.sql(f"UPDATE delta.`{source}` SET note = 'n' || CAST(id AS STRING) WHERE id % 3 = 0")  # version 5
-    simulator.commit("update")                                                # version 6
-    set_config(env, tmp_path, {"name": "added", "source_table": str(source), "target_table": str(target),
-                               "versions_per_job": 4})
+    simulator.commit("update")  # version 6
+    set_config(
+        env,
+        tmp_path,
+        {"name": "added", "source_table": str(source), "target_table": str(target), "versions_per_job": 4},
+    )
     # A chunk across the change, then an older one after it (the target has `note`, the range's source does
     # not): before, that second job refused with "column(s) missing from the source: note". Every chunking
     # and order is covered job by job in test_cdf_schema_ranges.py.

@@ -52,10 +52,19 @@ def airflow_env(tmp_path_factory):
 
 
 def set_config(env, base: Path, *pipelines: dict, **extra) -> dict:
-    config = {"pipelines": [{"keys": ["id"], "versions_per_job": 50, **p} for p in pipelines],
-              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1, **extra}
-    subprocess.run(["airflow", "variables", "set", CONFIG, json.dumps(config)], env=env, check=True,
-                   capture_output=True, timeout=120)
+    config = {
+        "pipelines": [{"keys": ["id"], "versions_per_job": 50, **p} for p in pipelines],
+        "sensor_timeout_seconds": 3,
+        "sensor_poke_seconds": 1,
+        **extra,
+    }
+    subprocess.run(
+        ["airflow", "variables", "set", CONFIG, json.dumps(config)],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return config
 
 
@@ -75,8 +84,7 @@ def source_with_history(spark, path, seed, commits=4):
     return simulator
 
 
-def test_another_pipelines_target_and_changed_keys_are_refused_until_adopted_or_refreshed(spark, airflow_env,
-                                                                                          tmp_path):
+def test_another_pipelines_target_and_changed_keys_are_refused_until_adopted_or_refreshed(spark, airflow_env, tmp_path):
     env = airflow_env
     source, target = tmp_path / "source", tmp_path / "target"
     simulator = source_with_history(spark, source, seed=3)
@@ -118,8 +126,10 @@ def test_another_pipelines_target_and_changed_keys_are_refused_until_adopted_or_
     spark.sql(f"DELETE FROM delta.`{target}` WHERE id = {lowest}")
     simulator.commit("update")
     result = dags_test(env, DAG, succeed=False)
-    assert (f"says the target {target} holds only this pipeline's work through version {marked}, but since then "
-            f"version {marked + 1} (DELETE) changed its rows, written by another writer (Apache-Spark") in output(result)
+    assert (
+        f"says the target {target} holds only this pipeline's work through version {marked}, but since then "
+        f"version {marked + 1} (DELETE) changed its rows, written by another writer (Apache-Spark"
+    ) in output(result)
     assert "with the params pipeline=first and adopt_targets=true" in output(result)
     assert variable(env, "lakefeed_cdf_checkpoint__first")["appliedVersion"] == after["appliedVersion"]
     dags_test(env, DAG, {"adopt_targets": True})
@@ -152,16 +162,20 @@ def test_a_missing_source_and_versions_cleaned_from_the_log_fail_the_run_naming_
     assert not (tmp_path / "t2").exists()
 
 
-def test_a_config_edit_while_the_jobs_run_cannot_make_the_checkpoint_vouch_for_another_target(spark, airflow_env,
-                                                                                              tmp_path):
+def test_a_config_edit_while_the_jobs_run_cannot_make_the_checkpoint_vouch_for_another_target(
+    spark, airflow_env, tmp_path
+):
     env = airflow_env
     source, target, moved = tmp_path / "source", tmp_path / "target", tmp_path / "moved"
     simulator = source_with_history(spark, source, seed=4)
     pipeline = {"name": "edited", "source_table": str(source), "target_table": str(target)}
     set_config(env, tmp_path, pipeline)
     run = start_dags_test(env, DAG, log=tmp_path / "run.log")
-    wait_for(lambda: task_tries(env, DAG, last_run_id(env, DAG)).get("apply_ranges[0]", ("",))[0] == "running",
-             300, "the job to start")
+    wait_for(
+        lambda: task_tries(env, DAG, last_run_id(env, DAG)).get("apply_ranges[0]", ("",))[0] == "running",
+        300,
+        "the job to start",
+    )
     set_config(env, tmp_path, {**pipeline, "target_table": str(moved)})  # edited while the job runs
     assert run.wait(timeout=600) == 0, (tmp_path / "run.log").read_text()[-4000:]
 
@@ -178,13 +192,17 @@ def test_a_config_edit_while_the_jobs_run_cannot_make_the_checkpoint_vouch_for_a
 def merge_committed(target: Path) -> bool:
     """Whether a MERGE (the job's range commit) is in the target's log."""
     log = target / "_delta_log"
-    return log.is_dir() and any(json.loads(line).get("commitInfo", {}).get("operation") == "MERGE"
-                                for commit in log.glob("*.json") for line in commit.read_text().splitlines()
-                                if line.strip())
+    return log.is_dir() and any(
+        json.loads(line).get("commitInfo", {}).get("operation") == "MERGE"
+        for commit in log.glob("*.json")
+        for line in commit.read_text().splitlines()
+        if line.strip()
+    )
 
 
-def test_a_target_recreated_after_its_job_committed_is_refused_and_the_other_pipeline_moves(spark, airflow_env,
-                                                                                             tmp_path):
+def test_a_target_recreated_after_its_job_committed_is_refused_and_the_other_pipeline_moves(
+    spark, airflow_env, tmp_path
+):
     import shutil
 
     import pyarrow as pa
@@ -193,8 +211,12 @@ def test_a_target_recreated_after_its_job_committed_is_refused_and_the_other_pip
     env = airflow_env
     source, lost, kept = tmp_path / "source", tmp_path / "lost", tmp_path / "kept"
     simulator = source_with_history(spark, source, seed=6)
-    set_config(env, tmp_path, {"name": "lost", "source_table": str(source), "target_table": str(lost)},
-               {"name": "kept", "source_table": str(source), "target_table": str(kept)})
+    set_config(
+        env,
+        tmp_path,
+        {"name": "lost", "source_table": str(source), "target_table": str(lost)},
+        {"name": "kept", "source_table": str(source), "target_table": str(kept)},
+    )
     run = start_dags_test(env, DAG, log=tmp_path / "run.log")
     # `dags test` runs the jobs one after the other: once the second has made its table, the first is done.
     wait_for(lambda: merge_committed(lost) and (kept / "_delta_log").is_dir(), 600, "the first job's MERGE")
@@ -202,9 +224,14 @@ def test_a_target_recreated_after_its_job_committed_is_refused_and_the_other_pip
     write_deltalake(str(lost), pa.table({"id": [1, 2], "name": ["x", "y"]}))
     assert run.wait(timeout=600) != 0
     log = (tmp_path / "run.log").read_text()
-    assert ("checkpoint Variable lakefeed_cdf_checkpoint__lost was left as it was: the targets' logs do not hold what "
-            "this run's jobs committed: the job committed version ") in log and f"of {lost}, but that table is now at " \
-        "version 0: another table (or an older copy) took its place" in log, log[-4000:]
+    assert (
+        (
+            "checkpoint Variable lakefeed_cdf_checkpoint__lost was left as it was: the targets' logs do not hold what "
+            "this run's jobs committed: the job committed version "
+        )
+        in log
+        and f"of {lost}, but that table is now at version 0: another table (or an older copy) took its place" in log
+    ), log[-4000:]
     # Before: the commit step recorded the new table as holding versions 0..4, and the next runs applied only
     # later versions into it. Now its checkpoint is still empty, and the next run refuses the table by name;
     # the other pipeline's checkpoint moved over what its job applied.

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from lakefeed.cdf.job import full_refresh, run
-from lakefeed.errors import ChangeDataError
 from lakefeed.cdf.schedule import split_range
 from lakefeed.cdf.simulator import SourceSimulator, create_source, latest_version, live_rows
+from lakefeed.errors import ChangeDataError
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,13 +56,13 @@ def test_random_commit_sequences_in_any_chunking_and_replay_order(spark, tmp_pat
 
 def test_newest_range_first_then_older_never_regresses_or_resurrects(spark, tmp_path):
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
-    create_source(spark, source, rows=10)                       # v0 create, v1 ten rows
-    spark.sql(f"UPDATE delta.`{source}` SET amount = -1, touched = 2 WHERE id = 3")   # v2
-    spark.sql(f"DELETE FROM delta.`{source}` WHERE id = 4")                           # v3
-    spark.sql(f"UPDATE delta.`{source}` SET amount = -2, touched = 4 WHERE id = 3")   # v4
+    create_source(spark, source, rows=10)  # v0 create, v1 ten rows
+    spark.sql(f"UPDATE delta.`{source}` SET amount = -1, touched = 2 WHERE id = 3")  # v2
+    spark.sql(f"DELETE FROM delta.`{source}` WHERE id = 4")  # v3
+    spark.sql(f"UPDATE delta.`{source}` SET amount = -2, touched = 4 WHERE id = 3")  # v4
     newest = run(spark, source, target, ["id"], 3, 4)
     assert newest.deleted == 0 and newest.inserted == 1  # id 3 appears; id 4 is a tombstone for an unseen key
-    run(spark, source, target, ["id"], 0, 2)              # older: must not regress id 3 nor resurrect id 4
+    run(spark, source, target, ["id"], 0, 2)  # older: must not regress id 3 nor resurrect id 4
     assert_target_equals_source(spark, source, target)
 
 
@@ -71,9 +71,9 @@ def test_counts_of_inserts_updates_deletes(spark, tmp_path):
     create_source(spark, source, rows=10)
     first = run(spark, source, target, ["id"], 0, 1)
     assert (first.inserted, first.updated, first.deleted, first.keysChanged) == (10, 0, 0, 10)
-    spark.sql(f"UPDATE delta.`{source}` SET amount = 0 WHERE id < 3")    # v2: 3 updates
-    spark.sql(f"UPDATE delta.`{source}` SET amount = 1 WHERE id = 0")    # v3: key 0 twice in the range
-    spark.sql(f"DELETE FROM delta.`{source}` WHERE id >= 8")             # v4: 2 deletes
+    spark.sql(f"UPDATE delta.`{source}` SET amount = 0 WHERE id < 3")  # v2: 3 updates
+    spark.sql(f"UPDATE delta.`{source}` SET amount = 1 WHERE id = 0")  # v3: key 0 twice in the range
+    spark.sql(f"DELETE FROM delta.`{source}` WHERE id >= 8")  # v4: 2 deletes
     second = run(spark, source, target, ["id"], 2, 4)
     assert (second.inserted, second.updated, second.deleted, second.keysChanged) == (0, 3, 2, 5)
     assert second.rowsRead == 6  # 4 post-images + 2 deletes; pre-images dropped
@@ -85,9 +85,9 @@ def test_counts_of_inserts_updates_deletes(spark, tmp_path):
 
 def test_range_before_cdf_was_enabled_names_the_version_and_writes_nothing(spark, tmp_path):
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
-    create_source(spark, source, rows=5, cdf=False)                                         # v0, v1
+    create_source(spark, source, rows=5, cdf=False)  # v0, v1
     spark.sql(f"ALTER TABLE delta.`{source}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")  # v2
-    spark.sql(f"UPDATE delta.`{source}` SET amount = 0 WHERE id = 1")                       # v3
+    spark.sql(f"UPDATE delta.`{source}` SET amount = 0 WHERE id = 1")  # v3
     with pytest.raises(ChangeDataError, match="enabled at version 2"):
         run(spark, source, target, ["id"], 0, 3)
     assert not Path(target).exists()
@@ -100,8 +100,8 @@ def test_range_before_cdf_was_enabled_names_the_version_and_writes_nothing(spark
 def test_vacuumed_change_data_points_to_full_refresh(spark, tmp_path):
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
     create_source(spark, source, rows=20)
-    spark.sql(f"UPDATE delta.`{source}` SET amount = 0 WHERE id < 5")      # v2 writes _change_data files
-    spark.sql(f"DELETE FROM delta.`{source}` WHERE id > 15")               # v3
+    spark.sql(f"UPDATE delta.`{source}` SET amount = 0 WHERE id < 5")  # v2 writes _change_data files
+    spark.sql(f"DELETE FROM delta.`{source}` WHERE id > 15")  # v3
     spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
     try:
         spark.sql(f"VACUUM delta.`{source}` RETAIN 0 HOURS")
@@ -125,8 +125,8 @@ def test_additive_schema_change_flows_and_non_additive_is_refused(spark, tmp_pat
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
     create_source(spark, source, rows=5)
     run(spark, source, target, ["id"], 0, 1)
-    spark.sql(f"ALTER TABLE delta.`{source}` ADD COLUMNS (score DOUBLE)")            # v2
-    spark.sql(f"UPDATE delta.`{source}` SET score = 0.5 WHERE id = 2")               # v3
+    spark.sql(f"ALTER TABLE delta.`{source}` ADD COLUMNS (score DOUBLE)")  # v2
+    spark.sql(f"UPDATE delta.`{source}` SET score = 0.5 WHERE id = 2")  # v3
     summary = run(spark, source, target, ["id"], 2, 3)
     assert summary.addedColumns == ["score"]
     scores = {r["id"]: r["score"] for r in live_rows(spark, target).collect()}
@@ -139,30 +139,59 @@ def test_additive_schema_change_flows_and_non_additive_is_refused(spark, tmp_pat
     # One version per job: the change is the range's first commit (before: accepted, then MERGE failed).
     with pytest.raises(ChangeDataError, match=r"version 4 .* non-additively \(removed: score, touched"):
         run(spark, source, target, ["id"], 4, 4)
-    spark.sql(f"UPDATE delta.`{source}` SET amount = 1 WHERE id = 3")                # v5
+    spark.sql(f"UPDATE delta.`{source}` SET amount = 1 WHERE id = 3")  # v5
     # A range after the change passes the log check; the target still has the dropped columns.
-    with pytest.raises(ChangeDataError, match=r"target .* does not match source .* missing from the source: "
-                                              r"score, touched.*full refresh"):
+    with pytest.raises(
+        ChangeDataError,
+        match=r"target .* does not match source .* missing from the source: "
+        r"score, touched.*full refresh",
+    ):
         run(spark, source, target, ["id"], 5, 5)
     full_refresh(spark, source, target, ["id"])
     assert sorted(r["amount"] for r in live_rows(spark, target).where("id = 3").collect()) == [1]
 
 
 def _cdf_submit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["spark-submit", str(ROOT / "spark_jobs" / "delta_cdf_job.py"), *args],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        ["spark-submit", str(ROOT / "spark_jobs" / "delta_cdf_job.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_spark_submit_contract(spark, tmp_path):
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
     create_source(spark, source, rows=8)
     spark.sql(f"DELETE FROM delta.`{source}` WHERE id = 0")
-    refused = _cdf_submit("--source-table", source, "--target-table", target, "--keys", "id",
-                          "--starting-version", "5", "--ending-version", "6")
+    refused = _cdf_submit(
+        "--source-table",
+        source,
+        "--target-table",
+        target,
+        "--keys",
+        "id",
+        "--starting-version",
+        "5",
+        "--ending-version",
+        "6",
+    )
     assert refused.returncode == 2 and "starting version 5 is beyond the latest version 2" in refused.stdout
     summary_file = tmp_path / "summary.json"
-    done = _cdf_submit("--source-table", source, "--target-table", target, "--keys", "id",
-                       "--starting-version", "0", "--ending-version", "2", "--summary-json", str(summary_file))
+    done = _cdf_submit(
+        "--source-table",
+        source,
+        "--target-table",
+        target,
+        "--keys",
+        "id",
+        "--starting-version",
+        "0",
+        "--ending-version",
+        "2",
+        "--summary-json",
+        str(summary_file),
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     summary = json.loads(summary_file.read_text())
     assert (summary["inserted"], summary["endingVersion"]) == (7, 2)
@@ -180,9 +209,23 @@ def test_two_jobs_applying_overlapping_ranges_at_once_both_commit(spark, tmp_pat
     latest = latest_version(spark, source)
     run(spark, source, target, ["id"], 0, 1)  # the target exists: both jobs MERGE, neither creates
     args = ["--source-table", source, "--target-table", target, "--keys", "id"]
-    jobs = [subprocess.Popen(["spark-submit", str(ROOT / "spark_jobs" / "delta_cdf_job.py"), *args,
-                              "--starting-version", str(start), "--ending-version", str(latest)],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for start in (0, 2)]
+    jobs = [
+        subprocess.Popen(
+            [
+                "spark-submit",
+                str(ROOT / "spark_jobs" / "delta_cdf_job.py"),
+                *args,
+                "--starting-version",
+                str(start),
+                "--ending-version",
+                str(latest),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for start in (0, 2)
+    ]
     outputs = [job.communicate(timeout=600)[0] for job in jobs]
     assert [job.returncode for job in jobs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
     assert_target_equals_source(spark, source, target)
@@ -195,11 +238,11 @@ def test_full_refresh_is_one_commit_holding_rows_and_base_version(spark, tmp_pat
     from delta.tables import DeltaTable
 
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
-    create_source(spark, source, rows=5)                                                    # v0, v1
+    create_source(spark, source, rows=5)  # v0, v1
     run(spark, source, target, ["id"], 0, 1)
     spark.sql(f"ALTER TABLE delta.`{target}` SET TBLPROPERTIES ('owner.team' = 'it''s ours')")
     before = DeltaTable.forPath(spark, target).history(1).collect()[0]["version"]
-    spark.sql(f"UPDATE delta.`{source}` SET amount = 7 WHERE id = 2")                       # v2
+    spark.sql(f"UPDATE delta.`{source}` SET amount = 7 WHERE id = 2")  # v2
     summary = full_refresh(spark, source, target, ["id"], version=2)
     history = DeltaTable.forPath(spark, target).history().where(f"version > {before}").collect()
     assert len(history) == 1 and summary.targetVersion == before + 1

@@ -25,16 +25,16 @@ COLUMNS = ("id", "name", "amount", "touched", "note", "score")
 def source(spark, tmp_path_factory) -> str:
     """Two additive changes: ``note`` added at version 3, ``score`` at version 7 (read-only for the tests)."""
     path = str(tmp_path_factory.mktemp("schema_ranges") / "source")
-    create_source(spark, path, rows=10)                                                  # v0 create, v1 ids 0-9
+    create_source(spark, path, rows=10)  # v0 create, v1 ids 0-9
     table = f"delta.`{path}`"
     for statement in (
-        f"UPDATE {table} SET amount = -2, touched = 2 WHERE id IN (1, 2)",               # v2
-        f"ALTER TABLE {table} ADD COLUMNS (note STRING)",                                 # v3
-        f"UPDATE {table} SET note = 'n4', touched = 4 WHERE id IN (1, 3)",                # v4
-        f"DELETE FROM {table} WHERE id = 3",                                              # v5: had a note
-        f"INSERT INTO {table} VALUES (20, 'name-20', 200, 6, 'n6')",                     # v6
-        f"ALTER TABLE {table} ADD COLUMNS (score DOUBLE)",                                # v7
-        f"UPDATE {table} SET score = 0.5, touched = 8 WHERE id IN (2, 20)",               # v8
+        f"UPDATE {table} SET amount = -2, touched = 2 WHERE id IN (1, 2)",  # v2
+        f"ALTER TABLE {table} ADD COLUMNS (note STRING)",  # v3
+        f"UPDATE {table} SET note = 'n4', touched = 4 WHERE id IN (1, 3)",  # v4
+        f"DELETE FROM {table} WHERE id = 3",  # v5: had a note
+        f"INSERT INTO {table} VALUES (20, 'name-20', 200, 6, 'n6')",  # v6
+        f"ALTER TABLE {table} ADD COLUMNS (score DOUBLE)",  # v7
+        f"UPDATE {table} SET score = 0.5, touched = 8 WHERE id IN (2, 20)",  # v8
     ):
         spark.sql(statement)
     assert latest_version(spark, path) == 8
@@ -57,10 +57,13 @@ def _target_version(spark, target: str) -> int:
     return spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()[0]["version"]
 
 
-@pytest.mark.parametrize("chunks", [
-    pytest.param([(3, 8), (0, 2)], id="newer-first-note-at-first-score-in-middle"),
-    pytest.param([(0, 3), (4, 6), (7, 8)], id="older-first-note-at-last-score-at-first"),
-])
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        pytest.param([(3, 8), (0, 2)], id="newer-first-note-at-first-score-in-middle"),
+        pytest.param([(0, 3), (4, 6), (7, 8)], id="older-first-note-at-last-score-at-first"),
+    ],
+)
 def test_ranges_across_additive_changes_apply_in_any_chunking_and_order(spark, source, tmp_path, chunks):
     """Before: the first range older than an additive change applied after a newer one (or into a target
     created by one) was refused with "column(s) missing from the source: note"."""
@@ -92,24 +95,41 @@ def test_drops_renames_and_type_changes_inside_before_or_after_a_range_are_refus
     DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA (a stack trace, exit code 1, retried)."""
     source, target, fresh = str(tmp_path / "source"), str(tmp_path / "target"), str(tmp_path / "fresh")
     table = f"delta.`{source}`"
-    create_source(spark, source, rows=6)                                                 # v0, v1
-    spark.sql(f"ALTER TABLE {table} ADD COLUMNS (note STRING)")                          # v2
-    spark.sql(f"UPDATE {table} SET note = 'n3' WHERE id = 1")                            # v3
+    create_source(spark, source, rows=6)  # v0, v1
+    spark.sql(f"ALTER TABLE {table} ADD COLUMNS (note STRING)")  # v2
+    spark.sql(f"UPDATE {table} SET note = 'n3' WHERE id = 1")  # v3
     run(spark, source, target, ["id"], 0, 3)
     applied = _target_version(spark, target)
     snapshot = spark.read.format("delta").load(source)
-    (snapshot.withColumn("amount", snapshot["amount"].cast("string")).write.format("delta")
-     .mode("overwrite").option("overwriteSchema", "true").save(source))                 # v4: amount long → string
-    spark.sql(f"UPDATE {table} SET note = 'n5' WHERE id = 2")                            # v5
-    (spark.read.format("delta").load(source).withColumnRenamed("touched", "touched_at").write.format("delta")
-     .mode("overwrite").option("overwriteSchema", "true").save(source))                 # v6: touched renamed
-    spark.sql(f"UPDATE {table} SET note = 'n7' WHERE id = 3")                            # v7
+    (
+        snapshot.withColumn("amount", snapshot["amount"].cast("string"))
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .save(source)
+    )  # v4: amount long → string
+    spark.sql(f"UPDATE {table} SET note = 'n5' WHERE id = 2")  # v5
+    (
+        spark.read.format("delta")
+        .load(source)
+        .withColumnRenamed("touched", "touched_at")
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .save(source)
+    )  # v6: touched renamed
+    spark.sql(f"UPDATE {table} SET note = 'n7' WHERE id = 3")  # v7
 
     hint = r".*full refresh"
     refusals = [
         # after the range: Spark would read it with the latest schema, which lacks or retypes its columns
-        (target, 0, 3, r"range \[0, 3\] of .*latest schema.*\(removed: touched; type changed: amount\), "
-                       r"first at version 4"),
+        (
+            target,
+            0,
+            3,
+            r"range \[0, 3\] of .*latest schema.*\(removed: touched; type changed: amount\), "
+            r"first at version 4",
+        ),
         (fresh, 0, 2, r"range \[0, 2\] of .*\(removed: touched; type changed: amount\), first at version 4"),
         (fresh, 5, 5, r"range \[5, 5\] of .*\(removed: touched; type changed: -\), first at version 6"),
         # inside the range, its first version included
@@ -124,6 +144,6 @@ def test_drops_renames_and_type_changes_inside_before_or_after_a_range_are_refus
             run(spark, source, into, ["id"], start, end)
     assert _target_version(spark, target) == applied and not Path(fresh).exists()  # nothing written
 
-    full_refresh(spark, source, target, ["id"])                                         # what the messages say
-    for start, end in [(0, 3), (5, 5), (7, 7)]:                                         # then no-ops, not refusals
+    full_refresh(spark, source, target, ["id"])  # what the messages say
+    for start, end in [(0, 3), (5, 5), (7, 7)]:  # then no-ops, not refusals
         assert run(spark, source, target, ["id"], start, end).keysChanged == 0

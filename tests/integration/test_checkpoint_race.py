@@ -5,6 +5,7 @@ past unfinished versions, and the full refresh's reset is not undone by a stale 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -64,10 +65,24 @@ def test_racing_commit_steps_lose_no_update_and_never_undo_a_reset(tmp_path):
     env = dags_test_env(tmp_path / "airflow")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "plugins"), str(ROOT), env.get("PYTHONPATH", "")])
     kinds = ["scheduled0", "scheduled1", "scheduled2", "refresh"]
-    processes = {kind: subprocess.Popen([sys.executable, "-c", WRITER, str(ROOT / "plugins"), kind, ",".join(kinds),
-                                         "6" if kind != "refresh" else "3"],
-                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for kind in kinds}
+    processes = {
+        kind: subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                str(ROOT / "plugins"),
+                kind,
+                ",".join(kinds),
+                "6" if kind != "refresh" else "3",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for kind in kinds
+    }
     writes = {}
     for kind, process in processes.items():
         out, err = process.communicate(timeout=300)
@@ -79,7 +94,7 @@ def test_racing_commit_steps_lose_no_update_and_never_undo_a_reset(tmp_path):
     # Every write got its own generation and started from the value the previous write left: no update
     # was lost, and the stored document is the last write.
     assert [g for _, _, g in chain] == list(range(1, len(chain) + 1)) and final["generation"] == len(chain)
-    for (_, after, _), (before_next, _, _) in zip(chain, chain[1:]):
+    for (_, after, _), (before_next, _, _) in itertools.pairwise(chain):
         assert before_next == after
     assert final["appliedVersion"] == chain[-1][1]
     # Scheduled writes never move it back; the full refresh sets exactly its version.

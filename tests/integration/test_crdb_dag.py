@@ -33,12 +33,16 @@ DAG = "cockroach_changefeed_to_delta"
 
 def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     truth = generate_sink(tmp_path / "sink", SinkSpec(steps=24, changes_per_step=20, seed=31))
-    config = {"sink_root": str(tmp_path / "sink"), "target_root": str(tmp_path / "lake"),
-              # as deployed: scheduled runs would wait 15 minutes for new data; manual ones never wait
-              "sensor_timeout_seconds": 900, "sensor_poke_seconds": 1,
-              "resolved_per_batch": 50,
-              # as for a driver on the cluster: each job's summary goes to storage, read back by its own task
-              "job_summary_root": str(tmp_path / "driver-summaries")}
+    config = {
+        "sink_root": str(tmp_path / "sink"),
+        "target_root": str(tmp_path / "lake"),
+        # as deployed: scheduled runs would wait 15 minutes for new data; manual ones never wait
+        "sensor_timeout_seconds": 900,
+        "sensor_poke_seconds": 1,
+        "resolved_per_batch": 50,
+        # as for a driver on the cluster: each job's summary goes to storage, read back by its own task
+        "job_summary_root": str(tmp_path / "driver-summaries"),
+    }
     env = with_config(dags_test_env(tmp_path / "airflow"), "lakefeed_crdb_config", config)
 
     # Only the files up to the 3rd RESOLVED file exist at first; the rest arrive later, among them the

@@ -18,8 +18,12 @@ DAG = "cockroach_changefeed_to_delta"
 def test_a_moved_target_root_and_another_pipelines_tables_are_refused_until_reset_or_adopted(spark, tmp_path):
     truth = generate_sink(tmp_path / "sink", SinkSpec(steps=12, changes_per_step=15, seed=33))
     lake, moved = tmp_path / "lake", tmp_path / "moved"
-    config = {"sink_root": str(tmp_path / "sink"), "target_root": str(lake),
-              "sensor_timeout_seconds": 3, "sensor_poke_seconds": 1}
+    config = {
+        "sink_root": str(tmp_path / "sink"),
+        "target_root": str(lake),
+        "sensor_timeout_seconds": 3,
+        "sensor_poke_seconds": 1,
+    }
     home = dags_test_env(tmp_path / "airflow")
     env = with_config(home, "lakefeed_crdb_config", config)
     dags_test(env, DAG)
@@ -38,8 +42,11 @@ def test_a_moved_target_root_and_another_pipelines_tables_are_refused_until_rese
     assert variable(env, "lakefeed_crdb_checkpoint")["targetRoot"] == str(moved)
 
     # The same tables under another checkpoint Variable: its first run refuses them until adopted.
-    env = with_config(home, "lakefeed_crdb_config", {**config, "target_root": str(moved),
-                                                     "checkpoint_variable": "other_crdb_checkpoint"})
+    env = with_config(
+        home,
+        "lakefeed_crdb_config",
+        {**config, "target_root": str(moved), "checkpoint_variable": "other_crdb_checkpoint"},
+    )
     result = dags_test(env, DAG, succeed=False)
     assert "already holds rows" in result.stdout + result.stderr
     assert "written by pipeline lakefeed_crdb_checkpoint" in result.stdout + result.stderr

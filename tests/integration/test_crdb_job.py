@@ -4,6 +4,7 @@ Delta, compared with the generator's ground truth; replays in any order; bad inp
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import subprocess
@@ -36,8 +37,10 @@ def tables(spark, lake):
 
 
 def versions(spark, lake):
-    return {topic: spark.sql(f"DESCRIBE HISTORY delta.`{lake / topic}`").collect()[0]["version"]
-            for topic in ("customers", "orders")}
+    return {
+        topic: spark.sql(f"DESCRIBE HISTORY delta.`{lake / topic}`").collect()[0]["version"]
+        for topic in ("customers", "orders")
+    }
 
 
 def assert_matches_truth(spark, lake, truth):
@@ -51,7 +54,12 @@ def assert_matches_truth(spark, lake, truth):
                     value = json.dumps(value, separators=(",", ":"))
                 got_value = live[key][column]
                 assert got_value == value or (isinstance(value, float) and abs(got_value - value) < 1e-9), (
-                    topic, key, column, got_value, value)
+                    topic,
+                    key,
+                    column,
+                    got_value,
+                    value,
+                )
 
 
 def test_one_pass_equals_the_truth_and_a_replay_writes_nothing(spark, tmp_path):
@@ -69,7 +77,7 @@ def test_one_pass_equals_the_truth_and_a_replay_writes_nothing(spark, tmp_path):
 def test_resolved_ranges_in_any_order_and_replayed_equal_one_pass(spark, tmp_path):
     truth = generate_sink(tmp_path / "sink", SPEC)
     bounds = [None] + truth.resolved
-    ranges = list(zip(bounds, bounds[1:]))
+    ranges = list(itertools.pairwise(bounds))
     order = list(reversed(ranges))
     random.Random(3).shuffle(order)
     for after, through in order + order[:2]:
@@ -91,10 +99,13 @@ def test_a_late_file_named_before_an_applied_resolved_is_still_applied(spark, tm
     assert apply(spark, tmp_path / "sink", tmp_path / "lake", cut, truth.resolved[-1]).lateFiles == []  # in the ledger
 
 
-@pytest.mark.parametrize("variant", [
-    {"compression": "gzip", "partition_format": "hourly"},
-    {"format": "parquet", "partition_format": "flat"},
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"compression": "gzip", "partition_format": "hourly"},
+        {"format": "parquet", "partition_format": "flat"},
+    ],
+)
 def test_gzip_hourly_and_parquet_flat_sinks(spark, tmp_path, variant):
     truth = generate_sink(tmp_path / "sink", SinkSpec(**{**SPEC.__dict__, **variant, "steps": 15}))
     options = {"parquet_keys": PARQUET_KEYS} if variant.get("format") == "parquet" else {}
@@ -107,8 +118,11 @@ def test_bad_input_is_refused_naming_file_and_line_and_nothing_is_written(spark,
     truth = generate_sink(tmp_path / "sink", SinkSpec(**{**SPEC.__dict__, "steps": 12}))
     apply(spark, tmp_path / "sink", tmp_path / "lake", None, truth.resolved[0])
     before = tables(spark, tmp_path / "lake"), versions(spark, tmp_path / "lake")
-    victim = next(p for p in sorted((tmp_path / "sink").rglob("*orders-1.ndjson"))
-                  if p.name > Hlc.parse(truth.resolved[0]).file_timestamp())
+    victim = next(
+        p
+        for p in sorted((tmp_path / "sink").rglob("*orders-1.ndjson"))
+        if p.name > Hlc.parse(truth.resolved[0]).file_timestamp()
+    )
     lines = victim.read_text().splitlines()
     lines[1] = lines[1][:-5]
     victim.write_text("\n".join(lines) + "\n")
@@ -120,21 +134,43 @@ def test_bad_input_is_refused_naming_file_and_line_and_nothing_is_written(spark,
 
 
 def _submit(*args):
-    return subprocess.run(["spark-submit", str(ROOT / "spark_jobs" / "cockroach_changefeed_job.py"), *args],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        ["spark-submit", str(ROOT / "spark_jobs" / "cockroach_changefeed_job.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_spark_submit_contract(tmp_path):
     truth = generate_sink(tmp_path / "sink", SinkSpec(**{**SPEC.__dict__, "steps": 9}))
     summary_file = tmp_path / "summary.json"
-    missing = _submit("--sink-root", str(tmp_path / "sink"), "--target-root", str(tmp_path / "lake"),
-                      "--through-resolved", "1.0000000000", "--summary-json", str(summary_file))
-    assert missing.returncode == 2 and "no RESOLVED file at --through-resolved 1.0000000000" in missing.stdout + \
-        missing.stderr
+    missing = _submit(
+        "--sink-root",
+        str(tmp_path / "sink"),
+        "--target-root",
+        str(tmp_path / "lake"),
+        "--through-resolved",
+        "1.0000000000",
+        "--summary-json",
+        str(summary_file),
+    )
+    assert (
+        missing.returncode == 2
+        and "no RESOLVED file at --through-resolved 1.0000000000" in missing.stdout + missing.stderr
+    )
     assert json.loads((tmp_path / "summary.refused.json").read_text())["exitCode"] == 2
     assert not (tmp_path / "lake").exists()
-    done = _submit("--sink-root", str(tmp_path / "sink"), "--target-root", str(tmp_path / "lake"),
-                   "--through-resolved", truth.resolved[-1], "--summary-json", str(summary_file))
+    done = _submit(
+        "--sink-root",
+        str(tmp_path / "sink"),
+        "--target-root",
+        str(tmp_path / "lake"),
+        "--through-resolved",
+        truth.resolved[-1],
+        "--summary-json",
+        str(summary_file),
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     summary = json.loads(summary_file.read_text())
     assert summary["throughResolved"] == truth.resolved[-1] and summary["messagesRead"] == truth.messages

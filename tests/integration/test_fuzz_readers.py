@@ -22,7 +22,7 @@ import collections
 import gzip
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -43,8 +43,9 @@ from lakefeed.storage import Store
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("LAKEFEED_FUZZ_EXAMPLES", "60"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=30_000, derandomize=True, database=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=30_000, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 OUTCOMES: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 
 
@@ -62,6 +63,7 @@ def outcome_table():
 
 # -- mutations ----------------------------------------------------------------------------------------------
 
+
 @st.composite
 def mutations(draw, data: bytes, spans: list[tuple[int, int]] = ()):
     """A mutated copy of ``data`` and the kind of mutation (``spans``: Avro blocks, to delete or repeat)."""
@@ -69,10 +71,10 @@ def mutations(draw, data: bytes, spans: list[tuple[int, int]] = ()):
     kind = draw(st.sampled_from(kinds))
     n = len(data)
     if kind == "truncate":
-        return kind, data[:draw(st.integers(0, n - 1))]
+        return kind, data[: draw(st.integers(0, n - 1))]
     if kind == "flip":
         at = draw(st.integers(0, n - 1))
-        return kind, data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1:]
+        return kind, data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1 :]
     if kind in ("drop block", "repeat block"):
         start, end = draw(st.sampled_from(spans))
         return kind, data[:end] + data[start:] if kind == "repeat block" else data[:start] + data[end:]
@@ -90,8 +92,15 @@ def _json_mutations(document: object) -> st.SearchStrategy:
     if not isinstance(document, dict):
         return st.just(("wrong type", json.dumps([document])))
     keys = st.sampled_from(sorted(document))
-    values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20),
-                       st.lists(st.integers(), max_size=3), st.just("x" * 1_000_000))
+    values = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.text(max_size=20),
+        st.lists(st.integers(), max_size=3),
+        st.just("x" * 1_000_000),
+    )
     nested = st.integers(10, 100_000).map(lambda depth: "[" * depth + "]" * depth)
 
     def typed(key_value):
@@ -100,8 +109,10 @@ def _json_mutations(document: object) -> st.SearchStrategy:
 
     def deep(key_depth):
         key, text = key_depth
-        return "deeply nested", json.dumps({k: v for k, v in document.items() if k != key})[:-1] + \
-            f', "{key}": {text}}}'
+        return "deeply nested", json.dumps({k: v for k, v in document.items() if k != key})[
+            :-1
+        ] + f', "{key}": {text}}}'
+
     return st.one_of(st.tuples(keys, values).map(typed), st.tuples(keys, nested).map(deep))
 
 
@@ -111,11 +122,13 @@ def _outcome(reader: str, kind: str, refused: bool) -> None:
 
 # -- blob chunk files -------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module", params=["null", "deflate"])
 def chunk(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"feed-{request.param}")
-    generate_feed(root, FeedSpec(hours=1, events_per_hour=300, shards=1, records_per_chunk=300, seed=5,
-                                 codec=request.param))
+    generate_feed(
+        root, FeedSpec(hours=1, events_per_hour=300, shards=1, records_per_chunk=300, seed=5, codec=request.param)
+    )
     path = max(root.rglob("*.avro"), key=lambda p: p.stat().st_size)
     data = path.read_bytes()
     relative = path.relative_to(root).as_posix()
@@ -131,12 +144,12 @@ def chunk(request, tmp_path_factory):
 
 
 def _decode(root: Path, relative: str, columnar: bool):
-    ref = ChunkRef(str(root), relative, "00", datetime(2026, 1, 1, tzinfo=timezone.utc), columnar=columnar)
+    ref = ChunkRef(str(root), relative, "00", datetime(2026, 1, 1, tzinfo=UTC), columnar=columnar)
     return [r for batch in decode_chunk(Store(str(root)), ref) for r in batch.to_pylist()]
 
 
 def test_chunk_files(chunk, tmp_path_factory):
-    codec, root, relative, original, spans, records = chunk
+    codec, _root, relative, original, spans, records = chunk
     work = tmp_path_factory.mktemp("chunk-cases")
     target = work / relative
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -171,6 +184,7 @@ def test_chunk_files(chunk, tmp_path_factory):
 
 # -- Segments.json and manifests ----------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def feed(tmp_path_factory):
     root = tmp_path_factory.mktemp("feed-meta")
@@ -180,9 +194,11 @@ def feed(tmp_path_factory):
 
 def test_segments_json_and_manifests(feed, tmp_path_factory):
     manifest = next(feed.rglob("meta.json")).relative_to(feed).as_posix()
-    documents = {"meta/Segments.json": json.loads((feed / "meta" / "Segments.json").read_text()),
-                 manifest: json.loads((feed / manifest).read_text())}
-    start = datetime.strptime("/".join(manifest.split("/")[2:6]), "%Y/%m/%d/%H%M").replace(tzinfo=timezone.utc)
+    documents = {
+        "meta/Segments.json": json.loads((feed / "meta" / "Segments.json").read_text()),
+        manifest: json.loads((feed / manifest).read_text()),
+    }
+    start = datetime.strptime("/".join(manifest.split("/")[2:6]), "%Y/%m/%d/%H%M").replace(tzinfo=UTC)
     work = tmp_path_factory.mktemp("meta-cases")
 
     def read(relative: str) -> None:
@@ -192,11 +208,18 @@ def test_segments_json_and_manifests(feed, tmp_path_factory):
         else:
             parse_manifest(store.read_json(relative), store.url(relative), start)
 
-    strategies = st.one_of(*[
-        st.tuples(st.just(relative), st.one_of(
-            mutations(json.dumps(document).encode()),
-            _json_mutations(document).map(lambda m: (m[0], m[1].encode()))))
-        for relative, document in documents.items()])
+    strategies = st.one_of(
+        *[
+            st.tuples(
+                st.just(relative),
+                st.one_of(
+                    mutations(json.dumps(document).encode()),
+                    _json_mutations(document).map(lambda m: (m[0], m[1].encode())),
+                ),
+            )
+            for relative, document in documents.items()
+        ]
+    )
 
     @FUZZ
     @seed(2)
@@ -218,6 +241,7 @@ def test_segments_json_and_manifests(feed, tmp_path_factory):
 
 
 # -- Delta commits --------------------------------------------------------------------------------------------
+
 
 def test_delta_commits(tmp_path_factory):
     import pyarrow as pa
@@ -249,11 +273,23 @@ def test_delta_commits(tmp_path_factory):
 
 # -- CockroachDB sink files -----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module", params=[None, "gzip"])
 def sink(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"sink-{request.param}")
-    generate_sink(root, SinkSpec(steps=6, changes_per_step=10, customers=10, orders=10, compression=request.param,
-                                 restart_at_flush=None, schema_change_at_step=None, late_file_at_resolved=None))
+    generate_sink(
+        root,
+        SinkSpec(
+            steps=6,
+            changes_per_step=10,
+            customers=10,
+            orders=10,
+            compression=request.param,
+            restart_at_flush=None,
+            schema_change_at_step=None,
+            late_file_at_resolved=None,
+        ),
+    )
     files = list_sink(Store(str(root)))
     data = max((f for f in files if f.kind == DATA), key=lambda f: f.size)
     resolved = next(f for f in files if f.kind == RESOLVED)
@@ -267,11 +303,20 @@ def test_sink_data_files(sink):
     text = gzip.decompress(original) if compression else original
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     try:
+
         @FUZZ
         @seed(4)
-        @given(st.one_of(mutations(original), _json_mutations(lines[0]).map(
-            lambda m: (m[0], gzip.compress(m[1].encode() + b"\n" + text) if compression
-                       else m[1].encode() + b"\n" + text))))
+        @given(
+            st.one_of(
+                mutations(original),
+                _json_mutations(lines[0]).map(
+                    lambda m: (
+                        m[0],
+                        gzip.compress(m[1].encode() + b"\n" + text) if compression else m[1].encode() + b"\n" + text,
+                    )
+                ),
+            )
+        )
         def case(mutation):
             kind, data = mutation
             path.write_bytes(data)
@@ -295,10 +340,12 @@ def test_resolved_files(sink):
     path = root / file.key
     original = path.read_bytes()
     try:
+
         @FUZZ
         @seed(5)
-        @given(st.one_of(mutations(original), _json_mutations(json.loads(original)).map(
-            lambda m: (m[0], m[1].encode()))))
+        @given(
+            st.one_of(mutations(original), _json_mutations(json.loads(original)).map(lambda m: (m[0], m[1].encode())))
+        )
         def case(mutation):
             kind, data = mutation
             path.write_bytes(data)

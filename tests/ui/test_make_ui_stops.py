@@ -62,13 +62,25 @@ def _alive_in(sessions: set[int]) -> list[int]:
 
 def test_ctrl_c_on_make_ui_stops_every_airflow_process(tmp_path):
     port = free_port()
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__API__PORT": str(port),
-           "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True"}
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+    }
     log = open(tmp_path / "ui.log", "w")
     # A terminal's foreground job: its own process group, SIGINT at its default (a background job of a
     # non-interactive shell would start with SIGINT ignored, which no trap can undo).
-    ui = subprocess.Popen(["make", "-s", "ui"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                          start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    ui = subprocess.Popen(
+        ["make", "-s", "ui"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     sessions: set[int] = set()
     try:
         deadline = time.monotonic() + 240
@@ -84,16 +96,23 @@ def test_ctrl_c_on_make_ui_stops_every_airflow_process(tmp_path):
             time.sleep(2)
         # The example downstream DAG is loaded as shipped, from its own bundle, beside the pipelines.
         while True:
-            listed = subprocess.run(["airflow", "dags", "list", "-o", "json", "--columns", "dag_id,bundle_name"],
-                                    env=env, capture_output=True, text=True, timeout=120)
+            listed = subprocess.run(
+                ["airflow", "dags", "list", "-o", "json", "--columns", "dag_id,bundle_name"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             rows = [line for line in listed.stdout.splitlines() if line.startswith("[")]  # after any warnings
             found = {d["dag_id"]: d["bundle_name"] for d in json.loads(rows[-1])} if rows else {}
             if "lakefeed_events_downstream" in found and "blob_changefeed_to_delta" in found:
                 break
             assert time.monotonic() < deadline + 120, listed.stdout[-2000:] + listed.stderr[-2000:]
             time.sleep(3)
-        assert found["lakefeed_events_downstream"] == "lakefeed-examples" and found["blob_changefeed_to_delta"] == \
-            "dags-folder"
+        assert (
+            found["lakefeed_events_downstream"] == "lakefeed-examples"
+            and found["blob_changefeed_to_delta"] == "dags-folder"
+        )
         sessions = _sessions_under(ui.pid)
         started = _alive_in(sessions)
         assert len(sessions) == 2 and len(started) >= 8, (sessions, started)  # make's, standalone's own

@@ -17,8 +17,8 @@ Screenshots land in ``$LAKEFEED_TEST_ARTIFACTS/ui`` (default ``data/test-artifac
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -68,8 +68,9 @@ class Api:
         headers = {"Content-Type": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        request = urllib.request.Request(self.base + path, headers=headers,
-                                         data=json.dumps(body).encode() if body is not None else None)
+        request = urllib.request.Request(
+            self.base + path, headers=headers, data=json.dumps(body).encode() if body is not None else None
+        )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 text = response.read().decode()
@@ -109,15 +110,32 @@ def stack(tmp_path_factory, spark):
     passwords = folder / "passwords.json"
     passwords.write_text(json.dumps({USER: PASSWORD, CDF_VIEWER: PASSWORD}))
     port = free_port()
-    blob_config = {"feed_root": str(folder / "feed"), "events_table": str(folder / "lake" / "events"),
-                   "state_table": str(folder / "lake" / "state"),
-                   "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
+    blob_config = {
+        "feed_root": str(folder / "feed"),
+        "events_table": str(folder / "lake" / "events"),
+        "state_table": str(folder / "lake" / "state"),
+        "sensor_poke_seconds": 1,
+        "sensor_timeout_seconds": 5,
+    }
     sink_truth = generate_sink(folder / "sink", SinkSpec(steps=12, changes_per_step=10, seed=5))
-    crdb_config = {"sink_root": str(folder / "sink"), "target_root": str(folder / "lake" / "crdb"),
-                   "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
-    cdf_config = {"pipelines": [{"name": "orders", "source_table": str(folder / "source"),
-                                 "target_table": str(folder / "lake" / "orders"), "keys": ["id"]}],
-                  "sensor_poke_seconds": 1, "sensor_timeout_seconds": 5}
+    crdb_config = {
+        "sink_root": str(folder / "sink"),
+        "target_root": str(folder / "lake" / "crdb"),
+        "sensor_poke_seconds": 1,
+        "sensor_timeout_seconds": 5,
+    }
+    cdf_config = {
+        "pipelines": [
+            {
+                "name": "orders",
+                "source_table": str(folder / "source"),
+                "target_table": str(folder / "lake" / "orders"),
+                "keys": ["id"],
+            }
+        ],
+        "sensor_poke_seconds": 1,
+        "sensor_timeout_seconds": 5,
+    }
     env = dags_test_env(
         folder / "airflow",
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),
@@ -141,8 +159,15 @@ def stack(tmp_path_factory, spark):
     airflow(env, "dags", "reserialize")
     airflow(env, "dags", "unpause", DOWNSTREAM)  # the pipelines stay paused: only the tests start their runs
     with airflow_services(folder, env, components=("scheduler",)):
-        yield {"env": env, "api": Api(port), "folder": folder, "blob": blob_config, "cdf": cdf_config,
-               "truth": truth, "sink_truth": sink_truth}
+        yield {
+            "env": env,
+            "api": Api(port),
+            "folder": folder,
+            "blob": blob_config,
+            "cdf": cdf_config,
+            "truth": truth,
+            "sink_truth": sink_truth,
+        }
 
 
 @pytest.fixture(scope="module")
@@ -153,8 +178,10 @@ def ran(stack):
     blob_run = last_run_id(env, BLOB)
     dags_test(env, CDF)
     cdf_run = last_run_id(env, CDF)
-    return {"blob": (blob_run, xcom(env, BLOB, blob_run, "commit_checkpoint")),
-            "cdf": (cdf_run, xcom(env, CDF, cdf_run, "commit_checkpoints"))}
+    return {
+        "blob": (blob_run, xcom(env, BLOB, blob_run, "commit_checkpoint")),
+        "cdf": (cdf_run, xcom(env, CDF, cdf_run, "commit_checkpoints")),
+    }
 
 
 def test_the_downstream_dag_runs_on_the_events_tables_asset_event(stack, ran):
@@ -165,8 +192,11 @@ def test_the_downstream_dag_runs_on_the_events_tables_asset_event(stack, ran):
 
     api = stack["api"]
     token = api.login()
-    runs = wait_for(lambda: [r for r in api.runs(token, DOWNSTREAM) if r["state"] in ("success", "failed")], 180,
-                    "the scheduler to run the downstream DAG on the asset event")
+    runs = wait_for(
+        lambda: [r for r in api.runs(token, DOWNSTREAM) if r["state"] in ("success", "failed")],
+        180,
+        "the scheduler to run the downstream DAG on the asset event",
+    )
     assert [r["state"] for r in runs] == ["success"], runs
     assert runs[0]["run_type"] == "asset_triggered"
     applied = xcom(stack["env"], DOWNSTREAM, runs[0]["dag_run_id"], "new_events")
@@ -176,15 +206,22 @@ def test_the_downstream_dag_runs_on_the_events_tables_asset_event(stack, ran):
 def test_each_changed_target_gets_one_asset_event_with_what_was_applied(stack, ran):
     """Both DAGs' commit tasks emitted one event per changed table, with the run summary's figures."""
     with sqlite3.connect(Path(stack["env"]["AIRFLOW_HOME"]) / "airflow.db") as db:
-        events = db.execute("SELECT asset.uri, asset_event.extra, asset_event.source_dag_id FROM asset_event "
-                            "JOIN asset ON asset.id = asset_event.asset_id").fetchall()
+        events = db.execute(
+            "SELECT asset.uri, asset_event.extra, asset_event.source_dag_id FROM asset_event "
+            "JOIN asset ON asset.id = asset_event.asset_id"
+        ).fetchall()
     emitted = sorted((uri, json.loads(extra), dag_id) for uri, extra, dag_id in events)
-    expected = sorted((change["uri"], change["extra"], dag_id) for dag_id, (_, report) in
-                      ((BLOB, ran["blob"]), (CDF, ran["cdf"])) for change in report["targetsChanged"])
+    expected = sorted(
+        (change["uri"], change["extra"], dag_id)
+        for dag_id, (_, report) in ((BLOB, ran["blob"]), (CDF, ran["cdf"]))
+        for change in report["targetsChanged"]
+    )
     assert emitted == expected
-    assert {uri for uri, _, _ in emitted} == {table_uri(stack["blob"]["events_table"]),
-                                              table_uri(stack["blob"]["state_table"]),
-                                              table_uri(stack["cdf"]["pipelines"][0]["target_table"])}
+    assert {uri for uri, _, _ in emitted} == {
+        table_uri(stack["blob"]["events_table"]),
+        table_uri(stack["blob"]["state_table"]),
+        table_uri(stack["cdf"]["pipelines"][0]["target_table"]),
+    }
     [orders] = [extra for uri, extra, _ in emitted if uri.endswith("/orders")]
     assert orders["rowsInserted"] == ran["cdf"][1]["pipelines"]["orders"]["inserted"] > 0
     assert orders["versions"] == [[0, ran["cdf"][1]["pipelines"]["orders"]["appliedVersion"]]]
@@ -235,16 +272,26 @@ def test_the_monitor_page_shows_the_run_summaries(stack, ran):
             return monitor.locator(f"[data-testid={testid}] .value").inner_text().strip()
 
         def cell(card: str, run_id: str, column: str) -> str:
-            return monitor.locator(f"[data-testid=runs-{card}] tr[data-run-id='{run_id}'] td[data-col={column}]") \
-                .inner_text().strip()
+            return (
+                monitor.locator(f"[data-testid=runs-{card}] tr[data-run-id='{run_id}'] td[data-col={column}]")
+                .inner_text()
+                .strip()
+            )
 
         assert figure("checkpoint-blob") == blob_checkpoint["watermark"] == blob_report["watermark"]
         assert figure("source-blob") == blob_report["lastConsumable"]
         assert figure("lag-blob") == number(blob_report["lagHours"])
-        for column, key in (("read", "recordsRead"), ("claimed", "eventsClaimed"), ("strays", "strays"),
-                            ("duplicates", "duplicatesRemoved"), ("updated", "stateUpdated")):
+        for column, key in (
+            ("read", "recordsRead"),
+            ("claimed", "eventsClaimed"),
+            ("strays", "strays"),
+            ("duplicates", "duplicatesRemoved"),
+            ("updated", "stateUpdated"),
+        ):
             assert cell("blob", blob_run, column) == number(blob_report[key]), column
-        assert cell("blob", blob_run, "inserted") == number(blob_report["eventsInserted"] + blob_report["stateInserted"])
+        assert cell("blob", blob_run, "inserted") == number(
+            blob_report["eventsInserted"] + blob_report["stateInserted"]
+        )
         assert cell("blob", blob_run, "outcome") == "applied"
         assert monitor.locator("[data-testid=health-blob]").get_attribute("data-status") == "healthy"
 
@@ -278,15 +325,16 @@ def test_the_monitor_tells_a_refused_backfill_from_a_failing_pipeline(stack, ran
 
     env, api = stack["env"], stack["api"]
     beyond = SPEC.last_consumable + 5 * HOUR
-    dags_test(env, BLOB, conf={"window_start": format_time(beyond), "window_end": format_time(beyond + HOUR)},
-              succeed=False)
+    dags_test(
+        env, BLOB, conf={"window_start": format_time(beyond), "window_end": format_time(beyond + HOUR)}, succeed=False
+    )
     refused_run = last_run_id(env, BLOB)
     gone = str(stack["folder"] / "no-such-source")
     broken = {**stack["cdf"], "pipelines": [{**stack["cdf"]["pipelines"][0], "source_table": gone}]}
     dags_test({**env, "AIRFLOW_VAR_LAKEFEED_CDF_CONFIG": json.dumps(broken)}, CDF, succeed=False)
     failing_run = last_run_id(env, CDF)
 
-    status, body = api.call("/lakefeed/api/pipelines", api.login())
+    _status, body = api.call("/lakefeed/api/pipelines", api.login())
     cards = {card["key"]: card for card in body["pipelines"]}
     blob, orders = cards["blob"], cards["cdf:orders"]
     assert blob["health"]["status"] == "healthy" and blob["health"]["backfillRun"] == refused_run
@@ -294,7 +342,9 @@ def test_the_monitor_tells_a_refused_backfill_from_a_failing_pipeline(stack, ran
     assert (refused["outcome"], refused["purpose"], refused["reason"]["kind"]) == ("refused", "backfill", "not ready")
     assert refused["reason"]["task"] == "plan_windows" and refused["reason"]["error"] == "WindowNotReadyError"
     assert orders["health"]["status"] == "failing" and orders["health"]["run"] == failing_run
-    assert orders["health"]["reason"]["task"] == "wait_for_new_versions" and gone in orders["health"]["reason"]["message"]
+    assert (
+        orders["health"]["reason"]["task"] == "wait_for_new_versions" and gone in orders["health"]["reason"]["message"]
+    )
     assert sum(orders["health"]["counts"].values()) == orders["health"]["shown"] == len(orders["runs"])
 
     with sync_playwright() as playwright:
@@ -314,7 +364,8 @@ def test_the_monitor_tells_a_refused_backfill_from_a_failing_pipeline(stack, ran
         assert "What to do:" in failing.inner_text()
         for key in ("blob", "cdf\\:orders"):
             overflow = monitor.locator(f"[data-testid=runs-{key}]").evaluate(
-                "t => t.scrollWidth - t.closest('section').clientWidth")
+                "t => t.scrollWidth - t.closest('section').clientWidth"
+            )
             assert overflow <= 0, f"the runs table of {key} is {overflow} px wider than its card"
         page.screenshot(path=str(artefacts() / "monitor-reasons.png"), full_page=True)
         browser.close()
@@ -353,34 +404,71 @@ def test_the_backfill_forms_create_runs_with_their_conf(stack, ran):
         browser.close()
 
     token = api.login()
-    blob_runs = wait_for(lambda: [r for r in api.runs(token, BLOB)
-                                  if (r.get("conf") or {}).get("window_start") == window_start], 60, "the blob backfill run")
-    assert blob_runs[0]["conf"] == {"window_start": window_start, "window_end": window_end, "reset_checkpoint": False,
-                                    "acknowledge_data_loss": False, "adopt_targets": False}
-    cdf_runs = wait_for(lambda: [r for r in api.runs(token, CDF) if (r.get("conf") or {}).get("pipeline")],
-                        60, "the CDF backfill run")
-    assert cdf_runs[0]["conf"] == {"pipeline": "orders", "starting_version": 1, "ending_version": 2,
-                                   "full_refresh": False, "adopt_targets": False}
+    blob_runs = wait_for(
+        lambda: [r for r in api.runs(token, BLOB) if (r.get("conf") or {}).get("window_start") == window_start],
+        60,
+        "the blob backfill run",
+    )
+    assert blob_runs[0]["conf"] == {
+        "window_start": window_start,
+        "window_end": window_end,
+        "reset_checkpoint": False,
+        "acknowledge_data_loss": False,
+        "adopt_targets": False,
+    }
+    cdf_runs = wait_for(
+        lambda: [r for r in api.runs(token, CDF) if (r.get("conf") or {}).get("pipeline")], 60, "the CDF backfill run"
+    )
+    assert cdf_runs[0]["conf"] == {
+        "pipeline": "orders",
+        "starting_version": 1,
+        "ending_version": 2,
+        "full_refresh": False,
+        "adopt_targets": False,
+    }
     for dag_id in (BLOB, CDF, CRDB):
         assert api.call(f"/api/v2/dags/{dag_id}", token)[1]["is_paused"] is True, dag_id
-    crdb_runs = wait_for(lambda: [r for r in api.runs(token, CRDB) if (r.get("conf") or {}).get("after_resolved")],
-                         60, "the CockroachDB backfill run")
-    assert crdb_runs[0]["conf"] == {"after_resolved": AFTER_RESOLVED, "through_resolved": THROUGH_RESOLVED,
-                                    "reset_checkpoint": False, "adopt_targets": False}
+    crdb_runs = wait_for(
+        lambda: [r for r in api.runs(token, CRDB) if (r.get("conf") or {}).get("after_resolved")],
+        60,
+        "the CockroachDB backfill run",
+    )
+    assert crdb_runs[0]["conf"] == {
+        "after_resolved": AFTER_RESOLVED,
+        "through_resolved": THROUGH_RESOLVED,
+        "reset_checkpoint": False,
+        "adopt_targets": False,
+    }
 
 
 REFUSED_FORMS = [
-    (BLOB, {"window_start": "2026-02-31T00:10:00Z", "window_end": "2026-03-01T00:10:00Z"},
-     "window_start 2026-02-31T00:10:00Z is not a real date: February 2026 has 28 days."),
-    (BLOB, {"window_start": "2026-01-01T00:15:00Z", "window_end": "2026-01-01T01:10:00Z"},
-     "its windows start at minute 10 of every hour, so the nearest are 2026-01-01T00:10:00Z and 2026-01-01T01:10:00Z"),
-    (BLOB, {"window_start": "2026-01-01T02:10:00Z", "window_end": "2026-01-01T01:10:00Z"},
-     "window_end 2026-01-01T01:10:00Z must be after window_start 2026-01-01T02:10:00Z"),
-    (CDF, {"starting_version": "-1", "ending_version": "2"}, "starting_version -1 is negative: Delta versions start at 0."),
+    (
+        BLOB,
+        {"window_start": "2026-02-31T00:10:00Z", "window_end": "2026-03-01T00:10:00Z"},
+        "window_start 2026-02-31T00:10:00Z is not a real date: February 2026 has 28 days.",
+    ),
+    (
+        BLOB,
+        {"window_start": "2026-01-01T00:15:00Z", "window_end": "2026-01-01T01:10:00Z"},
+        "its windows start at minute 10 of every hour, so the nearest are 2026-01-01T00:10:00Z and 2026-01-01T01:10:00Z",
+    ),
+    (
+        BLOB,
+        {"window_start": "2026-01-01T02:10:00Z", "window_end": "2026-01-01T01:10:00Z"},
+        "window_end 2026-01-01T01:10:00Z must be after window_start 2026-01-01T02:10:00Z",
+    ),
+    (
+        CDF,
+        {"starting_version": "-1", "ending_version": "2"},
+        "starting_version -1 is negative: Delta versions start at 0.",
+    ),
     (CDF, {"starting_version": "5", "ending_version": "2"}, "ending_version 2 is before starting_version 5"),
     (CRDB, {"after_resolved": AFTER_RESOLVED}, "A backfill needs through_resolved"),
-    (CRDB, {"after_resolved": "yesterday", "through_resolved": THROUGH_RESOLVED},
-     "after_resolved 'yesterday' is not a RESOLVED timestamp"),
+    (
+        CRDB,
+        {"after_resolved": "yesterday", "through_resolved": THROUGH_RESOLVED},
+        "after_resolved 'yesterday' is not a RESOLVED timestamp",
+    ),
 ]
 
 
@@ -421,10 +509,16 @@ def test_a_backfill_from_the_form_starts_at_once_while_a_scheduled_run_waits(sta
     before = {r["dag_run_id"] for r in api.runs(token, BLOB)}
     airflow(env, "dags", "unpause", BLOB)
     try:
-        scheduled = wait_for(lambda: next((r for r in api.runs(token, BLOB) if r["run_type"] == "scheduled"), None),
-                             120, "the scheduler to start a scheduled run")
-        wait_for(lambda: task_state(api, token, BLOB, scheduled["dag_run_id"], "wait_for_ready_window") == "deferred",
-                 180, "the scheduled run's sensor to wait for new data")
+        scheduled = wait_for(
+            lambda: next((r for r in api.runs(token, BLOB) if r["run_type"] == "scheduled"), None),
+            120,
+            "the scheduler to start a scheduled run",
+        )
+        wait_for(
+            lambda: task_state(api, token, BLOB, scheduled["dag_run_id"], "wait_for_ready_window") == "deferred",
+            180,
+            "the scheduled run's sensor to wait for new data",
+        )
         window_start = format_time(SPEC.start)
         window_end = format_time(SPEC.start + HOUR)  # one window, ready since the first run
         with sync_playwright() as playwright:
@@ -435,36 +529,73 @@ def test_a_backfill_from_the_form_starts_at_once_while_a_scheduled_run_waits(sta
             form.locator("[name=element_window_end]").fill(window_end)
             submit_trigger_form(form)
             submitted = time.monotonic()
-            backfill = wait_for(lambda: next((r for r in api.runs(token, BLOB) if r["dag_run_id"] not in before
-                                              and (r.get("conf") or {}).get("window_end") == window_end
-                                              and r["state"] != "queued"), None),
-                                120, "the backfill run to start")
+            backfill = wait_for(
+                lambda: next(
+                    (
+                        r
+                        for r in api.runs(token, BLOB)
+                        if r["dag_run_id"] not in before
+                        and (r.get("conf") or {}).get("window_end") == window_end
+                        and r["state"] != "queued"
+                    ),
+                    None,
+                ),
+                120,
+                "the backfill run to start",
+            )
             started_after = time.monotonic() - submitted
             page.goto(f"{api.base}/dags/{BLOB}")
             page.screenshot(path=str(artefacts() / "backfill-beside-waiting-run.png"), full_page=True)
             browser.close()
         assert started_after < 60, f"the backfill started {started_after:.0f} s after it was submitted"
         assert task_state(api, token, BLOB, scheduled["dag_run_id"], "wait_for_ready_window") == "deferred"
-        done = wait_for(lambda: next((r for r in api.runs(token, BLOB) if r["dag_run_id"] == backfill["dag_run_id"]
-                                      and r["state"] in ("success", "failed")), None),
-                        600, "the backfill run to finish")
+        done = wait_for(
+            lambda: next(
+                (
+                    r
+                    for r in api.runs(token, BLOB)
+                    if r["dag_run_id"] == backfill["dag_run_id"] and r["state"] in ("success", "failed")
+                ),
+                None,
+            ),
+            600,
+            "the backfill run to finish",
+        )
         assert done["state"] == "success", done
         report = xcom(env, BLOB, backfill["dag_run_id"], "commit_checkpoint")
         assert report["kind"] == "backfill" and report["windowsPlanned"] == 1
 
         # Refused through the scheduler and LocalExecutor (not `dags test`): the reason reaches the monitor.
         beyond = SPEC.last_consumable + 3 * HOUR
-        status, created = api.call(f"/api/v2/dags/{BLOB}/dagRuns", token, body={
-            "logical_date": None, "conf": {"window_start": format_time(beyond),
-                                           "window_end": format_time(beyond + HOUR)}})
+        status, created = api.call(
+            f"/api/v2/dags/{BLOB}/dagRuns",
+            token,
+            body={
+                "logical_date": None,
+                "conf": {"window_start": format_time(beyond), "window_end": format_time(beyond + HOUR)},
+            },
+        )
         assert status == 200, created
-        refused = wait_for(lambda: next((r for r in api.runs(token, BLOB) if r["dag_run_id"] == created["dag_run_id"]
-                                         and r["state"] in ("success", "failed")), None),
-                           300, "the not-ready backfill to be refused")
+        refused = wait_for(
+            lambda: next(
+                (
+                    r
+                    for r in api.runs(token, BLOB)
+                    if r["dag_run_id"] == created["dag_run_id"] and r["state"] in ("success", "failed")
+                ),
+                None,
+            ),
+            300,
+            "the not-ready backfill to be refused",
+        )
         assert refused["state"] == "failed"
         [card] = [c for c in api.call("/lakefeed/api/pipelines", token)[1]["pipelines"] if c["key"] == "blob"]
         [row] = [r for r in card["runs"] if r["runId"] == created["dag_run_id"]]
-        assert (row["outcome"], row["reason"]["kind"], row["reason"]["task"]) == ("refused", "not ready", "plan_windows")
+        assert (row["outcome"], row["reason"]["kind"], row["reason"]["task"]) == (
+            "refused",
+            "not ready",
+            "plan_windows",
+        )
         assert card["health"]["status"] == "healthy"
     finally:
         airflow(env, "dags", "pause", BLOB)
@@ -487,11 +618,19 @@ def test_the_cdf_and_cockroach_forms_start_a_backfill_at_once_while_a_scheduled_
     before = {r["dag_run_id"] for r in api.runs(token, dag_id)}
     airflow(env, "dags", "unpause", dag_id)
     try:
-        scheduled = wait_for(lambda: next((r for r in api.runs(token, dag_id) if r["run_type"] == "scheduled"
-                                           and r["dag_run_id"] not in before), None),
-                             120, "the scheduler to start a scheduled run")
-        wait_for(lambda: task_state(api, token, dag_id, scheduled["dag_run_id"], sensor) == "deferred",
-                 180, "the scheduled run's sensor to wait for new data")
+        scheduled = wait_for(
+            lambda: next(
+                (r for r in api.runs(token, dag_id) if r["run_type"] == "scheduled" and r["dag_run_id"] not in before),
+                None,
+            ),
+            120,
+            "the scheduler to start a scheduled run",
+        )
+        wait_for(
+            lambda: task_state(api, token, dag_id, scheduled["dag_run_id"], sensor) == "deferred",
+            180,
+            "the scheduled run's sensor to wait for new data",
+        )
         with sync_playwright() as playwright:
             browser, page = open_browser(playwright, width=1400)
             log_in(page, api.base)
@@ -503,17 +642,36 @@ def test_the_cdf_and_cockroach_forms_start_a_backfill_at_once_while_a_scheduled_
                 form.locator(f"[name=element_{name}]").fill(value)
             submit_trigger_form(form)
             submitted = time.monotonic()
-            backfill = wait_for(lambda: next((r for r in api.runs(token, dag_id) if r["dag_run_id"] not in before
-                                              and str((r.get("conf") or {}).get(key)) == values[key]
-                                              and r["state"] != "queued"), None),
-                                120, "the backfill run to start")
+            backfill = wait_for(
+                lambda: next(
+                    (
+                        r
+                        for r in api.runs(token, dag_id)
+                        if r["dag_run_id"] not in before
+                        and str((r.get("conf") or {}).get(key)) == values[key]
+                        and r["state"] != "queued"
+                    ),
+                    None,
+                ),
+                120,
+                "the backfill run to start",
+            )
             started_after = time.monotonic() - submitted
             browser.close()
         assert started_after < 60, f"the backfill started {started_after:.0f} s after it was submitted"
         assert task_state(api, token, dag_id, scheduled["dag_run_id"], sensor) == "deferred"
-        done = wait_for(lambda: next((r for r in api.runs(token, dag_id) if r["dag_run_id"] == backfill["dag_run_id"]
-                                      and r["state"] in ("success", "failed")), None),
-                        600, "the backfill run to finish")
+        done = wait_for(
+            lambda: next(
+                (
+                    r
+                    for r in api.runs(token, dag_id)
+                    if r["dag_run_id"] == backfill["dag_run_id"] and r["state"] in ("success", "failed")
+                ),
+                None,
+            ),
+            600,
+            "the backfill run to finish",
+        )
         assert done["state"] == "success", done
     finally:
         airflow(env, "dags", "pause", dag_id)
@@ -528,13 +686,26 @@ def test_airflow_backfill_mode_maps_hours_to_windows_and_skips_an_hour_not_ready
     token = api.login()
     airflow(env, "dags", "unpause", BLOB)
     try:
-        status, created = api.call("/api/v2/backfills", token, body={
-            "dag_id": BLOB, "from_date": "2026-01-01T00:00:00Z", "to_date": "2026-01-01T01:00:00Z",
-            "max_active_runs": 1})
+        status, created = api.call(
+            "/api/v2/backfills",
+            token,
+            body={
+                "dag_id": BLOB,
+                "from_date": "2026-01-01T00:00:00Z",
+                "to_date": "2026-01-01T01:00:00Z",
+                "max_active_runs": 1,
+            },
+        )
         assert status == 200, created
-        done = wait_for(lambda: (lambda found: found if len(found) == 2 and all(
-            r["state"] in ("success", "failed") for r in found) else None)(
-            [r for r in api.runs(token, BLOB) if r["run_type"] == "backfill"]), 600, "the two backfill runs")
+        done = wait_for(
+            lambda: (
+                lambda found: (
+                    found if len(found) == 2 and all(r["state"] in ("success", "failed") for r in found) else None
+                )
+            )([r for r in api.runs(token, BLOB) if r["run_type"] == "backfill"]),
+            600,
+            "the two backfill runs",
+        )
         done.sort(key=lambda r: r["data_interval_start"])
         assert [r["state"] for r in done] == ["success", "success"], done
         report = xcom(env, BLOB, done[0]["dag_run_id"], "commit_checkpoint")
@@ -558,8 +729,10 @@ def task_state(api: Api, token: str, dag_id: str, run_id: str, task_id: str) -> 
 # The browser is test tooling, like Ivy: confined to loopback by its own resolver, not left to the egress
 # guard, which would record (and fail the test for) Chromium's own update and sign-in pings to Google,
 # sent whatever flags ask it not to.
-BROWSER_ON_LOOPBACK = ["--no-proxy-server", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, "
-                       "EXCLUDE 127.0.0.1"]
+BROWSER_ON_LOOPBACK = [
+    "--no-proxy-server",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
+]
 
 
 def open_browser(playwright, width: int, height: int = 1100):

@@ -59,7 +59,7 @@ def _blocks(data: bytes) -> tuple[bytes, bytes, list[tuple[int, bytes]]]:
     header, groups = walk(data, target_bytes=1)
     blocks = []
     for group in groups:
-        stream = _Stream(io.BytesIO(group.data[len(header.raw):]), "x")
+        stream = _Stream(io.BytesIO(group.data[len(header.raw) :]), "x")
         count, size = stream.long("count"), stream.long("size")
         blocks.append((count, stream.read(size, "body")))
     return header.raw, header.sync, blocks
@@ -108,7 +108,7 @@ def test_a_block_that_does_not_end_with_the_sync_marker_is_refused():
 def test_a_block_claiming_more_records_than_it_holds_is_refused(tmp_path):
     data = container(records(3), block_records=3)
     header, [group] = walk(data)
-    body = group.data[len(header.raw):]
+    body = group.data[len(header.raw) :]
     assert body[:1] == _long_bytes(3)
     with pytest.raises(FeedCorruptError, match=f"{CHUNK}: corrupt Avro"):
         decode(tmp_path, header.raw + _long_bytes(4) + body[1:])

@@ -2,7 +2,7 @@
 
 import io
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import fastavro
 import pyarrow as pa
@@ -14,32 +14,57 @@ from lakefeed.blob.schema import RECORD_SCHEMA
 from lakefeed.errors import FeedCorruptError
 from lakefeed.storage import Store
 
-SEGMENT = datetime(2026, 1, 1, 0, 10, tzinfo=timezone.utc)
+SEGMENT = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
 CHUNK = "log/00/2026/01/01/0010/00000.avro"
 
 
 def record(version, writer="legacy", **data_overrides):
     """A record of ``version`` as ``writer`` writes it (the service: no nulls in its plain strings)."""
     data = {
-        "api": "PutBlob", "clientRequestId": "c", "requestId": "r", "etag": "0x1", "contentType": "text/plain",
-        "contentLength": 128, "blobType": "BlockBlob", "url": "", "sequencer": "00000000000000010000000000000002",
+        "api": "PutBlob",
+        "clientRequestId": "c",
+        "requestId": "r",
+        "etag": "0x1",
+        "contentType": "text/plain",
+        "contentLength": 128,
+        "blobType": "BlockBlob",
+        "url": "",
+        "sequencer": "00000000000000010000000000000002",
         "storageDiagnostics": {"bid": "b"},
     }
     if version >= 3:
-        data.update(previousInfo=None, snapshot=None,
-                    blobPropertiesUpdated={"ContentType": {"current": "a/b", "previous": "" if writer == "service" else None}})
+        data.update(
+            previousInfo=None,
+            snapshot=None,
+            blobPropertiesUpdated={"ContentType": {"current": "a/b", "previous": "" if writer == "service" else None}},
+        )
     if version >= 4:
         data.update(blobVersion="v", containerVersion="1", blobTier="Hot", asyncOperationInfo={"CopyId": "x"})
     if version >= 5:
-        data.update(blobTagsUpdated={"previous": {"t": "1"}, "current": {"t": "2"}},
-                    restorePointMarker={"rpl": "label"})
+        data.update(
+            blobTagsUpdated={"previous": {"t": "1"}, "current": {"t": "2"}}, restorePointMarker={"rpl": "label"}
+        )
     if writer == "service":
-        for name in ("blobVersion", "containerVersion", "blobTier", "previousInfo", "snapshot", "blobPropertiesUpdated",
-                     "asyncOperationInfo"):
+        for name in (
+            "blobVersion",
+            "containerVersion",
+            "blobTier",
+            "previousInfo",
+            "snapshot",
+            "blobPropertiesUpdated",
+            "asyncOperationInfo",
+        ):
             data.setdefault(name, None)
     data.update(data_overrides)
-    return {"schemaVersion": version, "topic": "/subscriptions/s", "subject": "/blobServices/default/containers/c/blobs/b",
-            "eventType": "BlobCreated", "eventTime": "2026-01-01T00:30:00.1234567Z", "id": f"id-{version}", "data": data}
+    return {
+        "schemaVersion": version,
+        "topic": "/subscriptions/s",
+        "subject": "/blobServices/default/containers/c/blobs/b",
+        "eventType": "BlobCreated",
+        "eventTime": "2026-01-01T00:30:00.1234567Z",
+        "id": f"id-{version}",
+        "data": data,
+    }
 
 
 def write_chunk(root, records, schema=None, version=1, writer="legacy"):
@@ -74,7 +99,8 @@ def test_each_schema_version_normalises_into_the_superset(tmp_path, version, wri
         assert row["data"]["blobTier"] is None and row["data"]["blobPropertiesUpdated"] is None
     if version >= 3:
         assert row["data"]["blobPropertiesUpdated"] == [
-            ("ContentType", {"current": "a/b", "previous": "" if writer == "service" else None})]
+            ("ContentType", {"current": "a/b", "previous": "" if writer == "service" else None})
+        ]
     if version >= 4:
         assert row["data"]["blobTier"] == "Hot"
         assert row["data"]["asyncOperationInfo"] == [("CopyId", "x")]
@@ -148,8 +174,9 @@ def test_deflate_codec(tmp_path, columnar):
     path = tmp_path / CHUNK
     path.parent.mkdir(parents=True)
     buffer = io.BytesIO()
-    fastavro.writer(buffer, fastavro.parse_schema(avro_schema(6, "service")), [record(6, "service")] * 3,
-                    codec="deflate")
+    fastavro.writer(
+        buffer, fastavro.parse_schema(avro_schema(6, "service")), [record(6, "service")] * 3, codec="deflate"
+    )
     path.write_bytes(buffer.getvalue())
     assert [row["id"] for row in decode(tmp_path, columnar)] == ["id-6"] * 3
 
@@ -157,8 +184,10 @@ def test_deflate_codec(tmp_path, columnar):
 @pytest.mark.parametrize("writer", ["service", "legacy"])
 @pytest.mark.parametrize("version", [1, 3, 4, 5, 6])
 def test_columnar_and_record_paths_agree(tmp_path, version, writer):
-    records = [dict(record(version, writer), id=f"e{i}", eventTime=f"2026-01-01T00:{i:02d}:00.00000{i % 10}Z")
-               for i in range(7)]
+    records = [
+        dict(record(version, writer), id=f"e{i}", eventTime=f"2026-01-01T00:{i:02d}:00.00000{i % 10}Z")
+        for i in range(7)
+    ]
     write_chunk(tmp_path, records, version=version, writer=writer)
     assert columnar_readable(avro_schema(version, writer))
     assert decode(tmp_path, columnar=False) == decode(tmp_path, columnar=True)
@@ -171,7 +200,11 @@ def test_the_service_schema_is_on_the_columnar_path_with_its_enums(tmp_path):
     write_chunk(tmp_path, [record(6, "service", blobTier="Cold")], version=6, writer="service")
     [row] = decode(tmp_path)
     assert (row["eventType"], row["data"]["api"], row["data"]["blobType"], row["data"]["blobTier"]) == (
-        "BlobCreated", "PutBlob", "BlockBlob", "Cold")
+        "BlobCreated",
+        "PutBlob",
+        "BlockBlob",
+        "Cold",
+    )
 
 
 def test_a_field_of_another_type_takes_the_record_path_and_is_kept(tmp_path):
@@ -196,13 +229,15 @@ def test_an_unknown_nested_field_takes_the_record_path_and_is_kept(tmp_path):
     [row] = decode(tmp_path)
     assert row["data"]["blobPropertiesUpdated"] is None
     assert json.loads(dict(row["data"]["extra"])["blobPropertiesUpdated"]) == {
-        "ContentType": {"current": "a", "previous": "b", "reason": "x"}}
+        "ContentType": {"current": "a", "previous": "b", "reason": "x"}
+    }
 
 
 def test_a_tag_map_with_another_key_is_kept_in_extra(tmp_path):
-    records = [record(6, "service", blobTagsUpdated={"previous": {"t": "1"}, "current": {"t": "2"}}),
-               dict(record(6, "service", blobTagsUpdated={"previous": {}, "current": {}, "source": {"by": "x"}}),
-                    id="e1")]
+    records = [
+        record(6, "service", blobTagsUpdated={"previous": {"t": "1"}, "current": {"t": "2"}}),
+        dict(record(6, "service", blobTagsUpdated={"previous": {}, "current": {}, "source": {"by": "x"}}), id="e1"),
+    ]
     write_chunk(tmp_path, records, version=6, writer="service")
     rows = decode(tmp_path)
     assert rows == decode(tmp_path, columnar=False)
@@ -218,7 +253,7 @@ def test_columnar_path_still_names_a_bad_record(tmp_path):
 
 
 EDGE_TIMES = [
-    "2026-01-01T00:09:75.0000000Z",      # second 75: was read as 00:10:15, across a window boundary
+    "2026-01-01T00:09:75.0000000Z",  # second 75: was read as 00:10:15, across a window boundary
     "2026-01-01T00:09:60.0000000Z",
     "2026-01-01T00:61:00.0000000Z",
     "2026-01-01T24:00:00.0000000Z",
@@ -239,8 +274,9 @@ def test_both_decoders_read_or_refuse_each_event_time_alike(tmp_path, event_time
     """One strict rule for eventTime in both decoders: ASCII digits, second < 60, offsets up to ±14:00."""
     from lakefeed.blob.timegrid import parse_event_time
 
-    write_chunk(tmp_path, [record(6, "service"), dict(record(6, "service"), eventTime=event_time)],
-                version=6, writer="service")
+    write_chunk(
+        tmp_path, [record(6, "service"), dict(record(6, "service"), eventTime=event_time)], version=6, writer="service"
+    )
     outcomes = []
     for columnar in (True, False):
         try:
@@ -255,6 +291,10 @@ def test_both_decoders_read_or_refuse_each_event_time_alike(tmp_path, event_time
         assert outcomes[0] == "refused"
     else:
         assert outcomes[0][1] == expected
-    valid = {"2026-01-01T00:30:00.1234567+14:00", "2026-01-01T00:30:00-03:30", "2026-01-01T00:30:00.1234567",
-             "2026-01-01T00:30:00.123456789Z"}
+    valid = {
+        "2026-01-01T00:30:00.1234567+14:00",
+        "2026-01-01T00:30:00-03:30",
+        "2026-01-01T00:30:00.1234567",
+        "2026-01-01T00:30:00.123456789Z",
+    }
     assert (outcomes[0] != "refused") == (event_time in valid)

@@ -14,8 +14,16 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
 SERVICES = COMPOSE["services"]
 WORKERS = ["airflow-worker-1", "airflow-worker-2"]
-LAKEFEED = ["spark-master", "spark-worker", "airflow-init", "airflow-apiserver", "airflow-scheduler",
-            "airflow-dag-processor", "airflow-triggerer", *WORKERS]
+LAKEFEED = [
+    "spark-master",
+    "spark-worker",
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+    *WORKERS,
+]
 
 
 def compose_value(text: str) -> str:
@@ -46,11 +54,13 @@ def test_a_multi_worker_layout_sharing_only_the_database_and_the_storage():
     for name in WORKERS:
         assert SERVICES[name]["environment"]["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("sqlite:////tmp/")
     assert "apache-airflow-providers-edge3==" in (ROOT / "requirements.txt").read_text()
-    named = {mount.split(":")[0] for name in LAKEFEED for mount in SERVICES[name]["volumes"]
-             if not mount.startswith("./")}
+    named = {
+        mount.split(":")[0] for name in LAKEFEED for mount in SERVICES[name]["volumes"] if not mount.startswith("./")
+    }
     assert named == {"lake"}  # the object storage of the tables; no data or run folder besides
     config = BlobPipelineConfig.from_json(
-        compose_value(SERVICES["airflow-scheduler"]["environment"]["AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG"]), "compose")
+        compose_value(SERVICES["airflow-scheduler"]["environment"]["AIRFLOW_VAR_LAKEFEED_BLOB_CONFIG"]), "compose"
+    )
     assert config.events_table.startswith("/lake/") and config.state_table.startswith("/lake/")
 
 
@@ -101,8 +111,10 @@ def test_environment_is_what_the_code_reads():
     assert connection["conn_type"] == "wasb" and connection["host"].startswith("http://azurite:10000/")
     spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
     assert (spark["conn_type"], spark["host"], spark["port"]) == ("spark", "spark://spark-master", 7077)
-    assert "postgresql" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] and "@postgres:5432/" in env[
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert (
+        "postgresql" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+        and "@postgres:5432/" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    )
     code = "\n".join(p.read_text() for p in (ROOT / "include").rglob("*.py"))
     for name in ("LAKEFEED_HOME", "LAKEFEED_DATA"):
         assert f'"{name}"' in code

@@ -45,7 +45,11 @@ def destinations(guard: EgressGuard) -> set[tuple[str, str]]:
 
 
 def test_python_sockets_to_other_addresses_are_refused_and_recorded(guard, listener):
-    out = run(guard, sys.executable, "-c", textwrap.dedent(f"""
+    out = run(
+        guard,
+        sys.executable,
+        "-c",
+        textwrap.dedent(f"""
         import socket, urllib.request
         for host in ("{UNROUTED}", "{CLOUD_HOST}"):
             try:
@@ -56,7 +60,8 @@ def test_python_sockets_to_other_addresses_are_refused_and_recorded(guard, liste
         socket.create_connection(("127.0.0.1", {listener}), timeout=5).close()
         socket.create_connection(("localhost", {listener}), timeout=5).close()
         print("loopback connected")
-        """))
+        """),
+    )
     assert f"{UNROUTED} [Errno 111] refused by the test suite's egress guard" in out
     assert "loopback connected" in out
     assert (f"{UNROUTED}:443", "python socket") in destinations(guard)
@@ -65,22 +70,28 @@ def test_python_sockets_to_other_addresses_are_refused_and_recorded(guard, liste
 def test_delta_rs_reaching_for_azure_goes_to_the_guard(guard):
     """delta-rs (object_store, reqwest) honours HTTPS_PROXY: a table named on a real account is asked of
     the guard, which refuses it."""
-    out = run(guard, sys.executable, "-c", textwrap.dedent(f"""
+    out = run(
+        guard,
+        sys.executable,
+        "-c",
+        textwrap.dedent(f"""
         from deltalake import DeltaTable
         try:
-            DeltaTable("abfss://c@{CLOUD_HOST.split('.')[0]}.dfs.core.windows.net/t",
-                       storage_options={{"account_name": "{CLOUD_HOST.split('.')[0]}", "account_key": "a2V5",
+            DeltaTable("abfss://c@{CLOUD_HOST.split(".")[0]}.dfs.core.windows.net/t",
+                       storage_options={{"account_name": "{CLOUD_HOST.split(".")[0]}", "account_key": "a2V5",
                                          "max_retries": "0"}})
         except Exception as error:
             print("refused:", type(error).__name__)
-        """))
+        """),
+    )
     assert "refused:" in out
     assert (f"{CLOUD_HOST}:443", "http proxy (CONNECT)") in destinations(guard)
 
 
 def test_the_jvm_reaches_loopback_and_maven_central_only(guard, listener, tmp_path):
     probe = tmp_path / "Probe.java"
-    probe.write_text(textwrap.dedent(f"""
+    probe.write_text(
+        textwrap.dedent(f"""
         import java.net.*;
         public class Probe {{
           public static void main(String[] args) throws Exception {{
@@ -100,7 +111,8 @@ def test_the_jvm_reaches_loopback_and_maven_central_only(guard, listener, tmp_pa
               System.out.println("loopback connected");
             }}
           }}
-        }}"""))
+        }}""")
+    )
     out = run(guard, "java", str(probe))
     assert "loopback connected" in out
     assert f"{UNROUTED} java.net.SocketException: SOCKS: Connection not allowed by ruleset" in out

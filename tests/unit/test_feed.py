@@ -1,5 +1,5 @@
 import json
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 
@@ -9,7 +9,7 @@ from lakefeed.storage import Store
 
 
 def utc(*parts):
-    return datetime(*parts, tzinfo=timezone.utc)
+    return datetime(*parts, tzinfo=UTC)
 
 
 def write_json(root, relative, document):
@@ -66,13 +66,16 @@ def test_malformed_manifest_names_the_file(feed, tmp_path):
         feed.read_segment(utc(2026, 1, 1, 0, 10))
 
 
-@pytest.mark.parametrize("bad_path", [
-    "$blobchangefeed/log/../meta/",
-    "$blobchangefeed/idx/segments/",
-    "otherContainer/log/00/2026/01/01/0010/",
-    "/etc/",
-    "$blobchangefeed/log/00/../../secrets/",
-])
+@pytest.mark.parametrize(
+    "bad_path",
+    [
+        "$blobchangefeed/log/../meta/",
+        "$blobchangefeed/idx/segments/",
+        "otherContainer/log/00/2026/01/01/0010/",
+        "/etc/",
+        "$blobchangefeed/log/00/../../secrets/",
+    ],
+)
 def test_manifest_pointing_outside_log_is_refused(bad_path):
     with pytest.raises(FeedCorruptError, match="points outside"):
         parse_manifest(manifest(paths=(bad_path,)), "x/meta.json", utc(2026, 1, 1))
@@ -96,7 +99,10 @@ def test_chunk_files_in_name_order_including_empty_ones(feed, tmp_path):
         (shard / name).write_bytes(content)
     chunks = feed.chunk_files(feed.read_segment(utc(2026, 1, 1, 0, 10)))
     assert [(c.name, c.size, c.shard) for c in chunks] == [
-        ("00000.avro", 2, "00"), ("00001.avro", 0, "00"), ("00002.avro", 1, "00")]
+        ("00000.avro", 2, "00"),
+        ("00001.avro", 0, "00"),
+        ("00002.avro", 1, "00"),
+    ]
 
 
 DEEP = "[" * 200_000 + "]" * 200_000
@@ -105,8 +111,11 @@ DEEP = "[" * 200_000 + "]" * 200_000
 def test_deeply_nested_segments_json_and_manifest_are_named_not_a_crash(feed, tmp_path):
     """Before: Python's parser raised RecursionError (exit 1, no file named; the trigger crashed)."""
     write_json(tmp_path, segment_manifest_path(utc(2026, 1, 1, 0, 10)), '{"status": ' + DEEP + "}")
-    with pytest.raises(FeedCorruptError, match=r"idx/segments/2026/01/01/0010/meta.json: malformed JSON "
-                                               r"\(nested too deeply\)"):
+    with pytest.raises(
+        FeedCorruptError,
+        match=r"idx/segments/2026/01/01/0010/meta.json: malformed JSON "
+        r"\(nested too deeply\)",
+    ):
         feed.read_segment(utc(2026, 1, 1, 0, 10))
     write_json(tmp_path, "meta/Segments.json", '{"lastConsumable": ' + DEEP + "}")
     with pytest.raises(FeedCorruptError, match=r"meta/Segments.json: malformed JSON \(nested too deeply\)"):
@@ -115,8 +124,11 @@ def test_deeply_nested_segments_json_and_manifest_are_named_not_a_crash(feed, tm
 
 def test_segment_chunks_names_shard_folders_without_a_chunk_file(feed, tmp_path):
     """A 0-byte chunk file is a chunk; a missing folder, or one holding no ``.avro`` file, is not."""
-    shards = ("$blobchangefeed/log/00/2026/01/01/0010/", "$blobchangefeed/log/01/2026/01/01/0010/",
-              "$blobchangefeed/log/02/2026/01/01/0010/")
+    shards = (
+        "$blobchangefeed/log/00/2026/01/01/0010/",
+        "$blobchangefeed/log/01/2026/01/01/0010/",
+        "$blobchangefeed/log/02/2026/01/01/0010/",
+    )
     write_json(tmp_path, segment_manifest_path(utc(2026, 1, 1, 0, 10)), manifest(paths=shards))
     (tmp_path / "log/00/2026/01/01/0010").mkdir(parents=True)
     (tmp_path / "log/00/2026/01/01/0010/00000.avro").write_bytes(b"")

@@ -27,8 +27,11 @@ def test_a_document_at_an_azure_url_without_credentials_is_refused_naming_it(mon
     for name in CREDENTIAL_ENV:
         monkeypatch.delenv(name, raising=False)
     location = "abfss://lake@acct.dfs.core.windows.net/_lakefeed/summaries/dag/run/0.json"
-    with pytest.raises(FeedConfigError, match="no credentials to read abfss://lake@acct.dfs.core.windows.net/"
-                                              "_lakefeed/summaries/dag/run: set wasb_conn_id"):
+    with pytest.raises(
+        FeedConfigError,
+        match="no credentials to read abfss://lake@acct.dfs.core.windows.net/"
+        "_lakefeed/summaries/dag/run: set wasb_conn_id",
+    ):
         read_document(location)
     with pytest.raises(FeedConfigError, match="no credentials"):
         write_document(location, {"x": 1})

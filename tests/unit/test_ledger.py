@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import CommitProperties, write_deltalake
 
+from lakefeed.assets import announced_in
 from lakefeed.checkpoint import TableMark
 from lakefeed.deltalog import DeltaLog
-from lakefeed.assets import announced_in
 from lakefeed.ledger import EVENT_CLOCK_MARGIN_MS, entries_after, nothing_announced, row_counts, unannounced
 from lakefeed.storage import Store
 
@@ -32,7 +32,10 @@ def test_entries_are_the_pipelines_commits_that_changed_rows_with_their_row_coun
     location = spark_table(tmp_path)
     entries, now, start = entries_after(location, "cp_orders", None)
     assert [(e.version, e.operation, e.inserted, e.updated, e.deleted) for e in entries] == [
-        (1, "MERGE", 5, 0, 0), (3, "MERGE", 2, 1, 1), (6, "CREATE OR REPLACE TABLE AS SELECT", 4, 0, 0)]
+        (1, "MERGE", 5, 0, 0),
+        (3, "MERGE", 2, 1, 1),
+        (6, "CREATE OR REPLACE TABLE AS SELECT", 4, 0, 0),
+    ]
     assert entries[1].tags["startingVersion"] == 4 and entries[2].tags["fullRefreshVersion"] == 6
     assert now == TableMark(DeltaLog(Store(location)).table_id(), 6) and start == TableMark(now.table_id, -1)
     [other], _, _ = entries_after(location, "cp_other", None)
@@ -61,8 +64,13 @@ def test_only_entries_after_the_mark_of_the_same_table(tmp_path):
 def test_unannounced_starts_after_the_checkpoints_target_mark_when_nothing_was_announced(tmp_path):
     location = spark_table(tmp_path)
     table_id = DeltaLog(Store(location)).table_id()
-    found = unannounced([location], "cp_orders", announced={}, fallback={location: TableMark(table_id, 1)},
-                        announced_since=nothing_announced)
+    found = unannounced(
+        [location],
+        "cp_orders",
+        announced={},
+        fallback={location: TableMark(table_id, 1)},
+        announced_since=nothing_announced,
+    )
     assert [e.version for e in found.entries[location]] == [3, 6]
     # No event names them yet: the mark stays where they start (the fallback), not past them.
     assert found.marks == {location: TableMark(table_id, 1)}
@@ -73,9 +81,16 @@ def events_naming(entries, by="commitIds"):
     from lakefeed.assets import table_uri
 
     tables = sorted({e.table for e in entries})
-    return [(table_uri(t), {"commits": [e.version for e in entries if e.table == t],
-                            **({"commitIds": [e.commit_id for e in entries if e.table == t]} if by else {})})
-            for t in tables]
+    return [
+        (
+            table_uri(t),
+            {
+                "commits": [e.version for e in entries if e.table == t],
+                **({"commitIds": [e.commit_id for e in entries if e.table == t]} if by else {}),
+            },
+        )
+        for t in tables
+    ]
 
 
 def test_marks_move_past_the_entries_an_event_names_up_to_the_first_none_names(tmp_path):
@@ -89,6 +104,7 @@ def test_marks_move_past_the_entries_an_event_names_up_to_the_first_none_names(t
         def announced_since(since_ms):
             asked.append(since_ms)
             return announced_in(events)
+
         return announced_since
 
     # v1 was announced, v3 not (its step failed), v6 was (a later step): v3 is due, the mark stops before it.
@@ -110,16 +126,20 @@ def test_marks_move_past_the_entries_an_event_names_up_to_the_first_none_names(t
 def test_an_event_of_a_commit_with_the_same_version_but_another_id_does_not_count(tmp_path):
     # The table was recreated: version 3 again, another commit. Events name commits by Delta's txnId.
     location = spark_table(tmp_path)
-    everything, _, _ = entries_after(location, "cp_orders", None)
+    _everything, _, _ = entries_after(location, "cp_orders", None)
     from lakefeed.assets import table_uri
+
     stale = [(table_uri(location), {"commits": [1, 3, 6], "commitIds": ["old-1", "old-3", "old-6"]})]
     found = unannounced([location], "cp_orders", {}, {}, lambda since_ms: announced_in(stale))
     assert [e.version for e in found.entries[location]] == [1, 3, 6]
 
 
 def test_row_counts_of_operations_and_missing_metrics():
-    assert row_counts({"operation": "WRITE", "operationMetrics": {"numOutputRows": "7"}}) == \
-        {"inserted": 7, "updated": 0, "deleted": 0}
+    assert row_counts({"operation": "WRITE", "operationMetrics": {"numOutputRows": "7"}}) == {
+        "inserted": 7,
+        "updated": 0,
+        "deleted": 0,
+    }
     assert row_counts({"operation": "DELETE", "operationMetrics": {"numDeletedRows": "2"}})["deleted"] == 2
     assert row_counts({"operation": "MERGE"}) == {"inserted": 0, "updated": 0, "deleted": 0}
     assert row_counts({"operation": "MERGE", "operationMetrics": {"numTargetRowsInserted": "x"}})["inserted"] == 0
@@ -128,8 +148,11 @@ def test_row_counts_of_operations_and_missing_metrics():
 def test_another_writers_tags_are_read_as_written(tmp_path):
     # delta-rs (another engine) tagging its commits the same way: entries, with no Spark metrics to count.
     location = str(tmp_path / "rs")
-    write_deltalake(location, pa.table({"id": [1, 2]}),
-                    commit_properties=CommitProperties(custom_metadata={"userMetadata": '{"pipelineId": "cp_rs"}'}))
+    write_deltalake(
+        location,
+        pa.table({"id": [1, 2]}),
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": '{"pipelineId": "cp_rs"}'}),
+    )
     write_deltalake(location, pa.table({"id": [3]}), mode="append")
     entries, now, _ = entries_after(location, "cp_rs", None)
     assert [e.version for e in entries] == [0] and now is not None and now.version == 1
@@ -151,8 +174,12 @@ def tagged_commit(location: str, pipeline_id: str, token: str, rows=(1,)) -> int
     from deltalake import DeltaTable
 
     tags = json.dumps({"pipelineId": pipeline_id, "commitToken": token})
-    write_deltalake(location, pa.table({"id": list(rows)}), mode="append",
-                    commit_properties=CommitProperties(custom_metadata={"userMetadata": tags}))
+    write_deltalake(
+        location,
+        pa.table({"id": list(rows)}),
+        mode="append",
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": tags}),
+    )
     return DeltaTable(location).version()
 
 
@@ -163,10 +190,12 @@ def test_a_reported_commit_is_proven_by_the_jobs_token_at_its_version(tmp_path):
     first = tagged_commit(location, "cp", "token-a")
     second = tagged_commit(location, "cp", "token-b")
     write_deltalake(location, pa.table({"id": [9]}), mode="append")  # another writer after them: no matter
-    assert disproved([ReportedCommit(location, first, "token-a"), ReportedCommit(location, second, "token-b")],
-                     "cp") == []
+    assert (
+        disproved([ReportedCommit(location, first, "token-a"), ReportedCommit(location, second, "token-b")], "cp") == []
+    )
     assert reported_commits({"commits": [{"table": location, "version": first, "token": "token-a"}, "junk"]}) == [
-        ReportedCommit(location, first, "token-a")]
+        ReportedCommit(location, first, "token-a")
+    ]
     assert reported_commits({}) == []  # a job that predates the report: nothing to check
 
     [wrong_token] = disproved([ReportedCommit(location, second, "token-x")], "cp")
@@ -181,16 +210,20 @@ def test_a_target_dropped_and_recreated_after_the_job_committed_disproves_its_co
     from lakefeed.ledger import ReportedCommit, disproved
 
     location = str(tmp_path / "t")
-    reported = [ReportedCommit(location, tagged_commit(location, "cp", "a"), "a"),
-                ReportedCommit(location, tagged_commit(location, "cp", "b"), "b")]
+    reported = [
+        ReportedCommit(location, tagged_commit(location, "cp", "a"), "a"),
+        ReportedCommit(location, tagged_commit(location, "cp", "b"), "b"),
+    ]
     shutil.rmtree(location)
-    assert disproved(reported, "cp") == [f"the job committed version 0 of {location}, but there is no Delta table "
-                                         "there any more (dropped or moved)"]
+    assert disproved(reported, "cp") == [
+        f"the job committed version 0 of {location}, but there is no Delta table there any more (dropped or moved)"
+    ]
     for rows in ((5,), (6,), (7,)):  # recreated by another writer, with as many versions and more
         write_deltalake(location, pa.table({"id": list(rows)}), mode="append")
     problems = disproved(reported, "cp")
-    assert len(problems) == 2 and all("by another writer (delta-rs" in p and "recreated, or replaced, since" in p
-                                      for p in problems)
+    assert len(problems) == 2 and all(
+        "by another writer (delta-rs" in p and "recreated, or replaced, since" in p for p in problems
+    )
 
 
 def test_a_later_rebuild_or_restore_to_before_the_commit_disproves_it_but_not_a_restore_after_it(tmp_path):
@@ -201,8 +234,10 @@ def test_a_later_rebuild_or_restore_to_before_the_commit_disproves_it_but_not_a_
     # The Spark fixture: v1 and v3 are cp_orders' MERGEs, v6 its CREATE OR REPLACE (another table id).
     location = spark_table(tmp_path)
     [rebuilt] = disproved([ReportedCommit(location, 3, None)], "cp_orders")
-    assert rebuilt == (f"the job committed version 3 of {location}, but then version 6 (CREATE OR REPLACE TABLE "
-                       "AS SELECT by pipeline cp_orders) made it another table")
+    assert rebuilt == (
+        f"the job committed version 3 of {location}, but then version 6 (CREATE OR REPLACE TABLE "
+        "AS SELECT by pipeline cp_orders) made it another table"
+    )
     assert disproved([ReportedCommit(location, 6, None)], "cp_orders") == []  # the rebuild itself
     [foreign] = disproved([ReportedCommit(location, 4, None)], "cp_orders")
     assert "version 4 there now is WRITE by another writer" in foreign

@@ -1,5 +1,5 @@
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -20,7 +20,7 @@ from lakefeed.storage import Store
 
 
 def utc(*parts):
-    return datetime(*parts, tzinfo=timezone.utc)
+    return datetime(*parts, tzinfo=UTC)
 
 
 GRID = WindowGrid(10)
@@ -43,8 +43,12 @@ def test_window_is_ready_once_last_consumable_reaches_its_end():
 
 def test_ready_windows_start_an_hour_before_the_first_segment_and_cover_gaps():
     windows = ready_windows(GRID, utc(2026, 1, 1, 0, 10), utc(2026, 1, 1, 3, 10))
-    assert windows == [utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 0, 10), utc(2026, 1, 1, 1, 10),
-                       utc(2026, 1, 1, 2, 10)]
+    assert windows == [
+        utc(2025, 12, 31, 23, 10),
+        utc(2026, 1, 1, 0, 10),
+        utc(2026, 1, 1, 1, 10),
+        utc(2026, 1, 1, 2, 10),
+    ]
 
 
 def test_ready_windows_after_a_checkpoint():
@@ -55,7 +59,9 @@ def test_ready_windows_after_a_checkpoint():
 
 def test_windows_in_range_requires_grid_aligned_bounds():
     assert windows_in_range(GRID, utc(2026, 1, 1, 0, 10), utc(2026, 1, 1, 2, 10)) == [
-        utc(2026, 1, 1, 0, 10), utc(2026, 1, 1, 1, 10)]
+        utc(2026, 1, 1, 0, 10),
+        utc(2026, 1, 1, 1, 10),
+    ]
     with pytest.raises(FeedConfigError, match="window-start 2026-01-01T00:00:00Z is not on the feed's hourly grid"):
         windows_in_range(GRID, utc(2026, 1, 1, 0, 0), utc(2026, 1, 1, 2, 10))
     with pytest.raises(FeedConfigError, match="must be after"):
@@ -65,9 +71,13 @@ def test_windows_in_range_requires_grid_aligned_bounds():
 def test_segments_to_read_are_the_neighbours_and_never_past_last_consumable():
     starts = [utc(2026, 1, 1, h, 10) for h in (0, 1, 3, 4, 5)]
     assert segments_to_read([utc(2026, 1, 1, 2, 10)], starts, utc(2026, 1, 1, 5, 10)) == [
-        utc(2026, 1, 1, 1, 10), utc(2026, 1, 1, 3, 10)]
+        utc(2026, 1, 1, 1, 10),
+        utc(2026, 1, 1, 3, 10),
+    ]
     assert segments_to_read([utc(2026, 1, 1, 4, 10)], starts, utc(2026, 1, 1, 4, 10)) == [
-        utc(2026, 1, 1, 3, 10), utc(2026, 1, 1, 4, 10)]
+        utc(2026, 1, 1, 3, 10),
+        utc(2026, 1, 1, 4, 10),
+    ]
 
 
 def _feed(tmp_path, last_consumable, segments):
@@ -90,24 +100,36 @@ def test_plan_refuses_windows_that_are_not_ready(tmp_path):
 
 
 def test_plan_never_reads_a_publishing_segment(tmp_path):
-    feed = _feed(tmp_path, "2026-01-01T02:10:00Z",
-                 [(utc(2026, 1, 1, 0, 10), "Finalized"), (utc(2026, 1, 1, 1, 10), "Finalized"),
-                  (utc(2026, 1, 1, 2, 10), "Publishing")])
+    feed = _feed(
+        tmp_path,
+        "2026-01-01T02:10:00Z",
+        [
+            (utc(2026, 1, 1, 0, 10), "Finalized"),
+            (utc(2026, 1, 1, 1, 10), "Finalized"),
+            (utc(2026, 1, 1, 2, 10), "Publishing"),
+        ],
+    )
     with pytest.raises(WindowNotReadyError, match=r"Publishing.*idx/segments/2026/01/01/0210/meta.json"):
         plan_run(feed, utc(2026, 1, 1, 1, 10), utc(2026, 1, 1, 2, 10))
 
 
 def test_plan_reads_previous_and_next_segments(tmp_path):
-    feed = _feed(tmp_path, "2026-01-01T03:10:00Z",
-                 [(utc(2026, 1, 1, h, 10), "Finalized") for h in range(4)] + [(utc(2026, 1, 1, 4, 10), "Publishing")])
+    feed = _feed(
+        tmp_path,
+        "2026-01-01T03:10:00Z",
+        [(utc(2026, 1, 1, h, 10), "Finalized") for h in range(4)] + [(utc(2026, 1, 1, 4, 10), "Publishing")],
+    )
     plan = plan_run(feed, utc(2026, 1, 1, 1, 10), utc(2026, 1, 1, 2, 10))
     assert [s.start for s in plan.segments] == [utc(2026, 1, 1, h, 10) for h in (0, 1, 2)]
     assert plan.describe()["windows"] == ["2026-01-01T01:10:00Z"]
 
 
 def test_plan_ready_windows_covers_the_whole_feed(tmp_path):
-    feed = _feed(tmp_path, "2026-01-01T03:10:00Z",
-                 [(utc(2026, 1, 1, h, 10), "Finalized") for h in (0, 1, 3)] + [(utc(2026, 1, 1, 4, 10), "Publishing")])
+    feed = _feed(
+        tmp_path,
+        "2026-01-01T03:10:00Z",
+        [(utc(2026, 1, 1, h, 10), "Finalized") for h in (0, 1, 3)] + [(utc(2026, 1, 1, 4, 10), "Publishing")],
+    )
     assert plan_ready_windows(feed) == (utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 3, 10))
     assert plan_ready_windows(feed, after=utc(2026, 1, 1, 2, 10)) is None
 
@@ -144,8 +166,10 @@ def test_plan_refuses_a_shard_folder_without_chunk_files_naming_it_and_the_windo
     # The 01:10 segment feeds windows 00:10, 01:10 and 02:10; the run holds only the first two of them.
     assert "2026-01-01T00:10:00Z, 2026-01-01T01:10:00Z" in message
     assert "2026-01-01T02:10:00Z" not in message and "2025-12-31T23:10:00Z" not in message
-    assert message.endswith("Nothing was written; re-run with --acknowledge-data-loss "
-                            "(the DAG param acknowledge_data_loss=true) to apply what remains.")
+    assert message.endswith(
+        "Nothing was written; re-run with --acknowledge-data-loss "
+        "(the DAG param acknowledge_data_loss=true) to apply what remains."
+    )
 
 
 def test_plan_acknowledging_data_loss_skips_the_missing_shard_and_reports_it(tmp_path):

@@ -10,15 +10,18 @@ from lakefeed.progress import BACKFILL, RESET, SCHEDULED, advance, position_afte
 SPANS = [(0, 5), (5, 9), (9, 12)]
 
 
-@pytest.mark.parametrize("stored, succeeded, expected", [
-    (0, {0, 1, 2}, 12),
-    (0, {0, 2}, 5),          # a gap: stop at the first unfinished span
-    (0, {1, 2}, 0),          # the first span failed: nothing moves
-    (None, {0, 1}, 9),       # first scheduled run: from the origin
-    (None, {1}, 0),          # ... which is recorded even when nothing finished
-    (20, {0, 1, 2}, 20),     # spans behind the position never move it back
-    (7, {1, 2}, 12),         # a span straddling the position counts
-])
+@pytest.mark.parametrize(
+    "stored, succeeded, expected",
+    [
+        (0, {0, 1, 2}, 12),
+        (0, {0, 2}, 5),  # a gap: stop at the first unfinished span
+        (0, {1, 2}, 0),  # the first span failed: nothing moves
+        (None, {0, 1}, 9),  # first scheduled run: from the origin
+        (None, {1}, 0),  # ... which is recorded even when nothing finished
+        (20, {0, 1, 2}, 20),  # spans behind the position never move it back
+        (7, {1, 2}, 12),  # a span straddling the position counts
+    ],
+)
 def test_scheduled_runs_move_over_the_contiguous_prefix_from_the_position_or_origin(stored, succeeded, expected):
     assert position_after(SCHEDULED, stored, SPANS, succeeded, origin=0) == expected
 
@@ -36,8 +39,8 @@ def test_a_backfill_never_creates_nor_moves_a_position(stored):
 
 
 def test_a_reset_replaces_the_position_then_advances_from_the_reset_point():
-    assert position_after(RESET, 40, [], set(), origin=10) == 10          # full refresh at version 9
-    assert position_after(RESET, 40, SPANS, {0, 1}, origin=0) == 9        # re-initialised blob checkpoint
+    assert position_after(RESET, 40, [], set(), origin=10) == 10  # full refresh at version 9
+    assert position_after(RESET, 40, SPANS, {0, 1}, origin=0) == 9  # re-initialised blob checkpoint
     assert position_after(RESET, 40, SPANS, {1}, origin=0) == 0
 
 
@@ -56,8 +59,11 @@ def test_exhaustively_a_position_never_passes_unfinished_work_nor_moves_back():
                 assert after >= start
                 # every unit of work between the old and the new position belongs to a finished span
                 for unit in range(start, after):
-                    assert any(s <= unit < e and i in succeeded for i, (s, e) in enumerate(spans)), \
-                        (stored, succeeded, after)
+                    assert any(s <= unit < e and i in succeeded for i, (s, e) in enumerate(spans)), (
+                        stored,
+                        succeeded,
+                        after,
+                    )
 
 
 def test_advance_alone():

@@ -4,8 +4,8 @@ need, and when their absence is a certain loss, a possible one, or no loss at al
 from lakefeed.blob.retention import next_segment, retention_gap
 from lakefeed.blob.timegrid import HOUR, parse_time
 
-W = parse_time("2026-03-10T05:10Z")          # watermark: windows before it are applied
-NOW = parse_time("2026-03-10T07:10Z")        # lastConsumable now
+W = parse_time("2026-03-10T05:10Z")  # watermark: windows before it are applied
+NOW = parse_time("2026-03-10T07:10Z")  # lastConsumable now
 
 
 def t(text: str):
@@ -14,7 +14,7 @@ def t(text: str):
 
 def test_next_segment_is_the_oldest_the_windows_from_a_position_read():
     starts = [t("2026-03-10T02:10Z"), t("2026-03-10T04:10Z"), t("2026-03-10T06:10Z")]
-    assert next_segment(W, starts) == t("2026-03-10T04:10Z")      # window 05:10 reads 04:10 for spill-over
+    assert next_segment(W, starts) == t("2026-03-10T04:10Z")  # window 05:10 reads 04:10 for spill-over
     assert next_segment(W + HOUR * 2, starts) == t("2026-03-10T06:10Z") and next_segment(W + HOUR * 3, starts) is None
 
 
@@ -40,8 +40,12 @@ def test_without_a_next_segment_only_segments_old_enough_to_be_deleted_count_and
     # The pipeline was paused for days: segments created after its last listing may have been deleted.
     later = t("2026-03-20T00:10Z")
     gap = retention_gap(W, None, listed, t("2026-03-15T00:10Z"), later)
-    assert gap is not None and not gap.certain and gap.gone_from == listed and "may have been deleted" in \
-        gap.message("f", "c")
+    assert (
+        gap is not None
+        and not gap.certain
+        and gap.gone_from == listed
+        and "may have been deleted" in gap.message("f", "c")
+    )
     # A checkpoint written before these fields (never listed): from watermark - 1h on.
     gap = retention_gap(W, None, None, t("2026-03-15T00:10Z"), later)
     assert gap.gone_from == W - HOUR and gap.end_window == t("2026-03-15T01:10Z")

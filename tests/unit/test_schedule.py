@@ -1,4 +1,4 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -14,7 +14,7 @@ from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyErr
 
 
 def utc(h, m=10, d=1):
-    return datetime(2026, 1, d, h, m, tzinfo=timezone.utc)
+    return datetime(2026, 1, d, h, m, tzinfo=UTC)
 
 
 def test_pending_windows_stop_at_the_last_ready_one_and_at_the_cap():
@@ -50,8 +50,10 @@ def test_an_airflow_backfill_interval_maps_to_the_grid_windows_that_start_in_it(
     assert interval_windows(10, utc(1), utc(2), utc(5)) == [utc(1)]
     assert interval_windows(10, utc(1, 20), utc(1, 50), utc(5)) == []
     assert interval_windows(0, utc(1, 0), utc(3, 0), utc(5, 0)) == [utc(1, 0), utc(2, 0)]
-    with pytest.raises(WindowNotReadyError, match="backfill run for 2026-01-01T04:00:00Z .. 2026-01-01T05:00:00Z "
-                                                  "asks for 1 window.*2026-01-01T04:10:00Z"):
+    with pytest.raises(
+        WindowNotReadyError,
+        match="backfill run for 2026-01-01T04:00:00Z .. 2026-01-01T05:00:00Z asks for 1 window.*2026-01-01T04:10:00Z",
+    ):
         interval_windows(10, utc(4, 0), utc(5, 0), utc(4))
 
 

@@ -29,7 +29,7 @@ def test_rows_written_by_this_pipeline_pass_and_anyone_elses_are_named(tmp_path)
     tag_commits(ours, "cp_a")
     assert foreign_write(str(ours), "cp_a") is None
     assert foreign_write(str(tmp_path / "nothing"), "cp_a") is None
-    assert "written by pipeline cp_a" in foreign_write(str(ours), "cp_b")   # another checkpoint Variable
+    assert "written by pipeline cp_a" in foreign_write(str(ours), "cp_b")  # another checkpoint Variable
     assert foreign_write(str(theirs), "cp_a").startswith("version 0 (WRITE) changed its rows, written by another")
     assert sorted(tables_under(str(tmp_path / "root"))) == [str(ours), str(theirs)]
     verify_adoptable([str(ours)], "cp_a", "Variable cp_a", "adopt_targets")

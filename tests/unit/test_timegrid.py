@@ -1,4 +1,4 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -17,7 +17,7 @@ GRID = WindowGrid(offset_minutes=10)
 
 
 def utc(*parts):
-    return datetime(*parts, tzinfo=timezone.utc)
+    return datetime(*parts, tzinfo=UTC)
 
 
 def test_parse_event_time_keeps_100ns_ticks():
@@ -26,11 +26,14 @@ def test_parse_event_time_keeps_100ns_ticks():
     assert ticks // 10_000_000 == int(utc(2022, 2, 17, 12, 59, 41).timestamp())
 
 
-@pytest.mark.parametrize("text, fraction", [
-    ("2022-02-17T12:59:41Z", 0),
-    ("2022-02-17T12:59:41.5Z", 5_000_000),
-    ("2022-02-17T12:59:41.123456789Z", 1234567),  # digits past 100 ns are truncated
-])
+@pytest.mark.parametrize(
+    "text, fraction",
+    [
+        ("2022-02-17T12:59:41Z", 0),
+        ("2022-02-17T12:59:41.5Z", 5_000_000),
+        ("2022-02-17T12:59:41.123456789Z", 1234567),  # digits past 100 ns are truncated
+    ],
+)
 def test_parse_event_time_fraction_lengths(text, fraction):
     assert parse_event_time(text) % 10_000_000 == fraction
 
@@ -62,13 +65,16 @@ def test_contains_start():
     assert not GRID.contains_start(utc(2026, 1, 1, 7, 0))
 
 
-@pytest.mark.parametrize("event, segment, window, stray", [
-    ("2026-01-01T05:30:00Z", utc(2026, 1, 1, 5, 10), utc(2026, 1, 1, 5, 10), False),   # inside its segment
-    ("2026-01-01T05:00:00Z", utc(2026, 1, 1, 5, 10), utc(2026, 1, 1, 4, 10), False),   # early: previous window
-    ("2026-01-01T06:20:00Z", utc(2026, 1, 1, 5, 10), utc(2026, 1, 1, 6, 10), False),   # late: next window
-    ("2026-01-01T07:15:00Z", utc(2026, 1, 1, 5, 10), utc(2026, 1, 1, 5, 10), True),    # 2h off: stray
-    ("2026-01-01T02:00:00Z", utc(2026, 1, 1, 5, 10), utc(2026, 1, 1, 5, 10), True),
-])
+@pytest.mark.parametrize(
+    "event, segment, window, stray",
+    [
+        ("2026-01-01T05:30:00Z", utc(2026, 1, 1, 5, 10), utc(2026, 1, 1, 5, 10), False),  # inside its segment
+        ("2026-01-01T05:00:00Z", utc(2026, 1, 1, 5, 10), utc(2026, 1, 1, 4, 10), False),  # early: previous window
+        ("2026-01-01T06:20:00Z", utc(2026, 1, 1, 5, 10), utc(2026, 1, 1, 6, 10), False),  # late: next window
+        ("2026-01-01T07:15:00Z", utc(2026, 1, 1, 5, 10), utc(2026, 1, 1, 5, 10), True),  # 2h off: stray
+        ("2026-01-01T02:00:00Z", utc(2026, 1, 1, 5, 10), utc(2026, 1, 1, 5, 10), True),
+    ],
+)
 def test_coverage_rule(event, segment, window, stray):
     ticks = parse_event_time(event)
     assert claim_window(ticks, to_ticks(segment), GRID) == to_ticks(window)

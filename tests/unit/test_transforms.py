@@ -1,6 +1,6 @@
 """Pure transforms on tiny DataFrames built from really decoded Avro records."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import fastavro
 import pyarrow as pa
@@ -11,15 +11,31 @@ from lakefeed.blob.generator import avro_schema
 from lakefeed.blob.transforms import dedupe_by_id, drop_control, latest_state_per_blob, owned, to_event_rows, with_claim
 from lakefeed.storage import Store
 
-SEGMENT = datetime(2026, 1, 1, 5, 10, tzinfo=timezone.utc)
+SEGMENT = datetime(2026, 1, 1, 5, 10, tzinfo=UTC)
 SUBJECT = "/blobServices/default/containers/photos/blobs/2026/cat.jpg"
 
 
 def event(id, time, type="BlobCreated", seq=1, subject=SUBJECT):
-    return {"schemaVersion": 1, "topic": "t", "subject": subject, "eventType": type, "eventTime": time, "id": id,
-            "data": {"api": "PutBlob", "clientRequestId": "c", "requestId": "r", "etag": "e",
-                     "contentType": "image/jpeg", "contentLength": seq, "blobType": "BlockBlob", "url": "",
-                     "sequencer": f"{seq:x}", "storageDiagnostics": {}}}
+    return {
+        "schemaVersion": 1,
+        "topic": "t",
+        "subject": subject,
+        "eventType": type,
+        "eventTime": time,
+        "id": id,
+        "data": {
+            "api": "PutBlob",
+            "clientRequestId": "c",
+            "requestId": "r",
+            "etag": "e",
+            "contentType": "image/jpeg",
+            "contentLength": seq,
+            "blobType": "BlockBlob",
+            "url": "",
+            "sequencer": f"{seq:x}",
+            "storageDiagnostics": {},
+        },
+    }
 
 
 def records_df(spark, tmp_path, records, chunk="log/00/2026/01/01/0510/00000.avro", segment=SEGMENT):
@@ -31,27 +47,31 @@ def records_df(spark, tmp_path, records, chunk="log/00/2026/01/01/0510/00000.avr
     return spark.createDataFrame(pa.Table.from_batches(batches))
 
 
-WINDOW_4 = datetime(2026, 1, 1, 4, 10, tzinfo=timezone.utc)
-WINDOW_5 = datetime(2026, 1, 1, 5, 10, tzinfo=timezone.utc)
+WINDOW_4 = datetime(2026, 1, 1, 4, 10, tzinfo=UTC)
+WINDOW_5 = datetime(2026, 1, 1, 5, 10, tzinfo=UTC)
 
 
 def aware(moment):
     """Spark hands back session-time-zone (UTC) timestamps without tzinfo."""
-    return moment.replace(tzinfo=timezone.utc)
+    return moment.replace(tzinfo=UTC)
 
 
 def test_with_claim_applies_the_coverage_rule_at_100ns(spark, tmp_path):
-    df = records_df(spark, tmp_path, [
-        event("before-edge", "2026-01-01T05:09:59.9999999Z"),
-        event("on-edge", "2026-01-01T05:10:00.0000000Z"),
-        event("late", "2026-01-01T06:12:00Z"),
-        event("stray", "2026-01-01T08:00:00Z"),
-        event("ctl", "2026-01-01T05:20:00Z", type="Control"),
-    ])
+    df = records_df(
+        spark,
+        tmp_path,
+        [
+            event("before-edge", "2026-01-01T05:09:59.9999999Z"),
+            event("on-edge", "2026-01-01T05:10:00.0000000Z"),
+            event("late", "2026-01-01T06:12:00Z"),
+            event("stray", "2026-01-01T08:00:00Z"),
+            event("ctl", "2026-01-01T05:20:00Z", type="Control"),
+        ],
+    )
     rows = {r["id"]: r for r in with_claim(df, 10 * 60 * 10_000_000, [WINDOW_5]).collect()}
     assert aware(rows["before-edge"]["claimWindow"]) == WINDOW_4
     assert aware(rows["on-edge"]["claimWindow"]) == WINDOW_5
-    assert aware(rows["late"]["claimWindow"]) == datetime(2026, 1, 1, 6, 10, tzinfo=timezone.utc)
+    assert aware(rows["late"]["claimWindow"]) == datetime(2026, 1, 1, 6, 10, tzinfo=UTC)
     assert aware(rows["stray"]["claimWindow"]) == WINDOW_5 and rows["stray"]["isStray"]
     assert not rows["late"]["isStray"]
     assert {k for k, r in rows.items() if r["isOwned"]} == {"on-edge", "stray", "ctl"}
@@ -59,33 +79,48 @@ def test_with_claim_applies_the_coverage_rule_at_100ns(spark, tmp_path):
 
 
 def test_owned_events_without_control_deduped_in_lineage_order(spark, tmp_path):
-    df = records_df(spark, tmp_path, [
-        event("a", "2026-01-01T05:20:00Z", seq=1),
-        event("ctl", "2026-01-01T05:21:00Z", type="Control"),
-        event("a", "2026-01-01T05:20:00Z", seq=1),
-        event("b", "2026-01-01T05:22:00Z", seq=2),
-    ])
+    df = records_df(
+        spark,
+        tmp_path,
+        [
+            event("a", "2026-01-01T05:20:00Z", seq=1),
+            event("ctl", "2026-01-01T05:21:00Z", type="Control"),
+            event("a", "2026-01-01T05:20:00Z", seq=1),
+            event("b", "2026-01-01T05:22:00Z", seq=2),
+        ],
+    )
     out = dedupe_by_id(drop_control(owned(with_claim(df, 10 * 60 * 10_000_000, [WINDOW_5])))).collect()
     assert sorted((r["id"], r["chunkRecordIndex"]) for r in out) == [("a", 0), ("b", 3)]
 
 
 def test_event_rows_keep_time_string_and_partition_date(spark, tmp_path):
-    df = records_df(spark, tmp_path, [event("a", "2026-01-01T23:59:59.9999999Z")],
-                    chunk="log/00/2026/01/01/2310/00000.avro", segment=datetime(2026, 1, 1, 23, 10, tzinfo=timezone.utc))
-    [row] = to_event_rows(with_claim(df, 10 * 60 * 10_000_000, []), datetime(2026, 2, 1, tzinfo=timezone.utc)).collect()
+    df = records_df(
+        spark,
+        tmp_path,
+        [event("a", "2026-01-01T23:59:59.9999999Z")],
+        chunk="log/00/2026/01/01/2310/00000.avro",
+        segment=datetime(2026, 1, 1, 23, 10, tzinfo=UTC),
+    )
+    [row] = to_event_rows(with_claim(df, 10 * 60 * 10_000_000, []), datetime(2026, 2, 1, tzinfo=UTC)).collect()
     assert row["eventTime"] == "2026-01-01T23:59:59.9999999Z"
     assert row["eventDate"].isoformat() == "2026-01-01"
-    assert aware(row["eventTimestamp"]) == datetime(2026, 1, 1, 23, 59, 59, 999999, tzinfo=timezone.utc)
+    assert aware(row["eventTimestamp"]) == datetime(2026, 1, 1, 23, 59, 59, 999999, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("last_type, deleted", [("BlobDeleted", True), ("BlobPropertiesUpdated", False)])
 def test_latest_state_is_highest_sequencer_not_latest_time(spark, tmp_path, last_type, deleted):
-    df = records_df(spark, tmp_path, [
-        event("newest", "2026-01-01T05:20:00Z", type=last_type, seq=0x10),   # hex 10 > hex f
-        event("older", "2026-01-01T05:59:00Z", seq=0xF),
-        event("other", "2026-01-01T05:30:00Z", seq=3, subject="/blobServices/default/containers/c2/blobs/a/b/c.txt"),
-    ])
-    rows = to_event_rows(with_claim(df, 10 * 60 * 10_000_000, [WINDOW_5]), datetime(2026, 2, 1, tzinfo=timezone.utc))
+    df = records_df(
+        spark,
+        tmp_path,
+        [
+            event("newest", "2026-01-01T05:20:00Z", type=last_type, seq=0x10),  # hex 10 > hex f
+            event("older", "2026-01-01T05:59:00Z", seq=0xF),
+            event(
+                "other", "2026-01-01T05:30:00Z", seq=3, subject="/blobServices/default/containers/c2/blobs/a/b/c.txt"
+            ),
+        ],
+    )
+    rows = to_event_rows(with_claim(df, 10 * 60 * 10_000_000, [WINDOW_5]), datetime(2026, 2, 1, tzinfo=UTC))
     state = {r["subject"]: r for r in latest_state_per_blob(rows).collect()}
     assert state[SUBJECT]["eventId"] == "newest"
     assert state[SUBJECT]["isDeleted"] is deleted
@@ -108,7 +143,7 @@ def test_events_without_sequencer_end_the_same_in_any_run_order(spark, tmp_path)
 
     def state_rows(folder, records):
         df = records_df(spark, tmp_path / folder, records)
-        rows = to_event_rows(with_claim(df, 10 * 60 * 10_000_000, [WINDOW_5]), datetime(2026, 2, 1, tzinfo=timezone.utc))
+        rows = to_event_rows(with_claim(df, 10 * 60 * 10_000_000, [WINDOW_5]), datetime(2026, 2, 1, tzinfo=UTC))
         return latest_state_per_blob(rows)
 
     early, late = no_sequencer("a-early", "2026-01-01T05:20:00Z"), no_sequencer("b-late", "2026-01-01T05:40:00Z")
@@ -117,8 +152,9 @@ def test_events_without_sequencer_end_the_same_in_any_run_order(spark, tmp_path)
     for order in ([early, late, tie], [tie, late, early], [late, early, tie]):
         table = str(tmp_path / f"state-{len(outcomes)}")
         for i, record in enumerate(order):
-            summary = RunSummary(windows=["w"], lastConsumable="x", segments=[], chunkFiles=1, emptyChunkFiles=0,
-                                 bytesRead=0)
+            summary = RunSummary(
+                windows=["w"], lastConsumable="x", segments=[], chunkFiles=1, emptyChunkFiles=0, bytesRead=0
+            )
             _merge_state(spark, state_rows(f"run-{len(outcomes)}-{i}", [record]), table, {}, summary)
         outcomes.append([r["eventId"] for r in spark.read.format("delta").load(table).collect()])
     assert outcomes == [["c-tie"]] * 3

@@ -13,8 +13,9 @@ can decode, so memory follows the group size, never the file size.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from lakefeed.errors import FeedCorruptError
 from lakefeed.jsonio import parse_json
@@ -26,7 +27,7 @@ _MAX_BLOCK = 1 << 31  # a block header claiming more than 2 GiB is corruption, n
 
 @dataclass(frozen=True)
 class Header:
-    raw: bytes                      # the header's bytes, which prefix every group of blocks
+    raw: bytes  # the header's bytes, which prefix every group of blocks
     metadata: dict[str, bytes]
     sync: bytes
 
@@ -43,7 +44,7 @@ class Header:
 class BlockGroup:
     """Whole consecutive blocks as a container of their own: ``data`` starts with the file's header."""
 
-    first_record: int               # index in the file of the group's first record
+    first_record: int  # index in the file of the group's first record
     records: int
     data: bytes
 
@@ -63,8 +64,10 @@ class _Stream:
         if len(data) < size:
             data += self.handle.read(size - len(data))
         if len(data) != size:
-            raise FeedCorruptError(f"{self.url}: corrupt or truncated Avro: the file ends inside {what} "
-                                   f"(at byte {self.position + len(data)})")
+            raise FeedCorruptError(
+                f"{self.url}: corrupt or truncated Avro: the file ends inside {what} "
+                f"(at byte {self.position + len(data)})"
+            )
         self.position += size
         if self.kept is not None:
             self.kept += data
@@ -83,17 +86,20 @@ class _Stream:
         for index, byte in enumerate(self._pending[:10]):
             value |= (byte & 0x7F) << shift
             if not byte & 0x80:
-                consumed, self._pending = self._pending[:index + 1], self._pending[index + 1:]
+                consumed, self._pending = self._pending[: index + 1], self._pending[index + 1 :]
                 self.position += index + 1
                 if self.kept is not None:
                     self.kept += consumed
                 return (value >> 1) ^ -(value & 1)
             shift += 7
         if len(self._pending) < 10:
-            raise FeedCorruptError(f"{self.url}: corrupt or truncated Avro: the file ends inside {what} "
-                                   f"(at byte {self.position + len(self._pending)})")
-        raise FeedCorruptError(f"{self.url}: corrupt Avro: a varint of {what} runs past 10 bytes "
-                               f"(byte {self.position})")
+            raise FeedCorruptError(
+                f"{self.url}: corrupt or truncated Avro: the file ends inside {what} "
+                f"(at byte {self.position + len(self._pending)})"
+            )
+        raise FeedCorruptError(
+            f"{self.url}: corrupt Avro: a varint of {what} runs past 10 bytes (byte {self.position})"
+        )
 
 
 def read_header(handle: BinaryIO, url: str) -> tuple[Header, _Stream]:
@@ -141,12 +147,15 @@ def block_groups(header: Header, stream: _Stream, target_bytes: int = 4 << 20) -
         count = stream.long("a block header")
         size = stream.long("a block header")
         if count < 0 or size < 0 or size > _MAX_BLOCK:
-            raise FeedCorruptError(f"{stream.url}: corrupt Avro block at byte {start} (claims {count} records "
-                                   f"in {size} bytes)")
+            raise FeedCorruptError(
+                f"{stream.url}: corrupt Avro block at byte {start} (claims {count} records in {size} bytes)"
+            )
         body = stream.read(size, f"the block at byte {start}")
         if stream.read(SYNC_SIZE, f"the sync marker of the block at byte {start}") != header.sync:
-            raise FeedCorruptError(f"{stream.url}: corrupt Avro: the block at byte {start} (after record "
-                                   f"{records}) does not end with the file's sync marker")
+            raise FeedCorruptError(
+                f"{stream.url}: corrupt Avro: the block at byte {start} (after record "
+                f"{records}) does not end with the file's sync marker"
+            )
         group += _long_bytes(count) + _long_bytes(size) + body + header.sync
         in_group += count
         records += count

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 import fastavro
 import pyarrow as pa
@@ -53,7 +54,7 @@ CHUNK_INPUT_SCHEMA = pa.schema(
         ("path", pa.string()),
         ("shard", pa.string()),
         ("segmentStart", pa.timestamp("us", tz="UTC")),
-        ("columnar", pa.bool_()),   # the columnar reader where lossless (false: fastavro for every file)
+        ("columnar", pa.bool_()),  # the columnar reader where lossless (false: fastavro for every file)
     ]
 )
 
@@ -119,11 +120,14 @@ def _decode_columnar(header: Header, stream, chunk: ChunkRef, url: str, batch_si
         try:
             table = read_avro(io.BytesIO(group.data), batch_size=batch_size).to_arrow()
         except Exception as exc:  # the Rust reader's errors come as several types
-            raise FeedCorruptError(f"{url}: corrupt Avro in the records from {group.first_record} on "
-                                   f"({type(exc).__name__}: {exc})") from None
+            raise FeedCorruptError(
+                f"{url}: corrupt Avro in the records from {group.first_record} on ({type(exc).__name__}: {exc})"
+            ) from None
         if table.num_rows != group.records:
-            raise FeedCorruptError(f"{url}: corrupt Avro: the blocks from record {group.first_record} on claim "
-                                   f"{group.records} records but hold {table.num_rows}")
+            raise FeedCorruptError(
+                f"{url}: corrupt Avro: the blocks from record {group.first_record} on claim "
+                f"{group.records} records but hold {table.num_rows}"
+            )
         first = group.first_record
         for batch in table.to_batches(max_chunksize=batch_size):
             yield _normalize(batch, first, chunk, url)
@@ -177,7 +181,8 @@ def columnar_readable(writer_schema: Any) -> bool:
             ok = _kind(kind) == "map" and _is_record_of(kind.get("values"), ["current", "previous"], _is_string)
         elif name == "blobTagsUpdated":
             ok = _is_record_of(kind, list(_TAG_SIDES), _is_string_map) or (
-                _kind(kind) == "map" and _is_string_map(kind.get("values")))
+                _kind(kind) == "map" and _is_string_map(kind.get("values"))
+            )
         else:
             ok = False
         if not ok:
@@ -242,7 +247,7 @@ def _normalize(batch: pa.RecordBatch, first: int, chunk: ChunkRef, url: str) -> 
     naming the file and the record, exactly as the record path does.
     """
     n = batch.num_rows
-    columns = dict(zip(batch.schema.names, batch.columns))
+    columns = dict(zip(batch.schema.names, batch.columns, strict=False))
     text = {name: _text(columns.get(name), n) for name in EVENT_STRING_FIELDS}
 
     def reject(mask: pa.Array) -> None:
@@ -262,7 +267,7 @@ def _normalize(batch: pa.RecordBatch, first: int, chunk: ChunkRef, url: str) -> 
         for offset, record in enumerate(_records(batch)):
             builder.add(record, first + offset)
         return builder.flush()
-    start = chunk.segment_start if chunk.segment_start.tzinfo else chunk.segment_start.replace(tzinfo=timezone.utc)
+    start = chunk.segment_start if chunk.segment_start.tzinfo else chunk.segment_start.replace(tzinfo=UTC)
     arrays = [text[name] for name in EVENT_STRING_FIELDS] + [
         versions.cast(pa.int32()),
         data,
@@ -305,8 +310,7 @@ def _tag_changes(child: pa.Array) -> pa.StructArray | None:
         keys = child.keys
         if len(keys) and not pc.all(pc.is_in(keys.cast(pa.string()), value_set=pa.array(_TAG_SIDES))).as_py():
             return None
-        sides = [pc.map_lookup(child, pa.scalar(side, child.type.key_type), "first").cast(_MAP)
-                 for side in _TAG_SIDES]
+        sides = [pc.map_lookup(child, pa.scalar(side, child.type.key_type), "first").cast(_MAP) for side in _TAG_SIDES]
     else:
         return child.cast(BLOB_TAGS_UPDATED)  # an older writer's record of exactly the superset's fields
     return pa.StructArray.from_arrays(sides, fields=list(BLOB_TAGS_UPDATED), mask=child.is_null())
@@ -314,6 +318,7 @@ def _tag_changes(child: pa.Array) -> pa.StructArray | None:
 
 def _records(batch: pa.RecordBatch) -> list[dict]:
     """The batch as the record path sees records: maps as dicts, enums as their symbols."""
+
     def plain(value: Any, kind: pa.DataType) -> Any:
         if value is None:
             return None
@@ -337,8 +342,10 @@ def _ticks(times: pa.Array, reject) -> pa.Array:
         except pa.ArrowInvalid:
             moments = None
         # Arrow rolls February 30 over into March: a day that changed was not a date.
-        if moments is not None and pc.all(pc.equal(
-                pc.day(moments), pc.cast(pc.utf8_slice_codeunits(times, 8, 10), pa.int64()))).as_py():
+        if (
+            moments is not None
+            and pc.all(pc.equal(pc.day(moments), pc.cast(pc.utf8_slice_codeunits(times, 8, 10), pa.int64()))).as_py()
+        ):
             seconds = pc.cast(moments, pa.int64())
             fraction = pc.cast(pc.utf8_slice_codeunits(times, 20, 27), pa.int64())
             return pc.add(pc.multiply(seconds, TICKS_PER_SECOND), fraction)
@@ -362,11 +369,18 @@ def decode_chunks(chunks: Iterable[ChunkRef], batch_size: int = DEFAULT_BATCH_SI
 
 def decode_arrow_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: rows of :data:`CHUNK_INPUT_SCHEMA` in, decoded records out."""
+
     def refs() -> Iterator[ChunkRef]:
         for batch in batches:
             for row in batch.to_pylist():
-                yield ChunkRef(root=row["root"], path=row["path"], shard=row["shard"],
-                               segment_start=row["segmentStart"], columnar=row["columnar"])
+                yield ChunkRef(
+                    root=row["root"],
+                    path=row["path"],
+                    shard=row["shard"],
+                    segment_start=row["segmentStart"],
+                    columnar=row["columnar"],
+                )
+
     yield from decode_chunks(refs())
 
 
@@ -377,7 +391,7 @@ class _BatchBuilder:
         self.chunk = chunk
         self.url = url
         start = chunk.segment_start
-        self.segment_start = start if start.tzinfo else start.replace(tzinfo=timezone.utc)
+        self.segment_start = start if start.tzinfo else start.replace(tzinfo=UTC)
         self._reset()
 
     def _reset(self) -> None:
@@ -524,12 +538,14 @@ def _as_property_changes(value: Any, extra: dict[str, str]) -> dict | None:
 def _as_tag_changes(value: Any, extra: dict[str, str]) -> dict | None:
     if value is None:
         return None
-    if isinstance(value, dict) and set(value) <= {"current", "previous"} and all(
-        side is None
-        or (isinstance(side, dict) and all(isinstance(v, str) for v in side.values()))
-        for side in value.values()
+    if (
+        isinstance(value, dict)
+        and set(value) <= {"current", "previous"}
+        and all(
+            side is None or (isinstance(side, dict) and all(isinstance(v, str) for v in side.values()))
+            for side in value.values()
+        )
     ):
         return value
     extra["blobTagsUpdated"] = _json(value)
     return None
-

@@ -18,7 +18,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from lakefeed.blob.timegrid import parse_time
 from lakefeed.errors import FeedCorruptError, FeedError
@@ -45,7 +45,7 @@ def parse_segment_manifest_path(path: str) -> datetime:
     if m is None:
         raise ValueError(f"not a segment manifest path: {path!r}")
     year, month, day, hour, minute = (int(part) for part in m.groups())
-    return datetime(year, month, day, hour, minute, tzinfo=timezone.utc)
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def parse_manifest(manifest: object, manifest_url: str, start: datetime) -> Segm
 def _shard_path(raw: str, manifest_url: str) -> str:
     """``$blobchangefeed/log/00/…/`` → ``log/00/…/``; anything outside ``log/`` is refused."""
     prefix = f"{CONTAINER}/"
-    relative = raw[len(prefix):] if raw.startswith(prefix) else None
+    relative = raw[len(prefix) :] if raw.startswith(prefix) else None
     normalized = posixpath.normpath(relative) if relative else ""
     parts = normalized.split("/")
     if (
@@ -123,9 +123,7 @@ def _shard_path(raw: str, manifest_url: str) -> str:
         or len(parts) < 2
         or parts[0] != LOG_ROOT
     ):
-        raise FeedCorruptError(
-            f"{manifest_url}: chunk file path {raw!r} points outside {CONTAINER}/{LOG_ROOT}/"
-        )
+        raise FeedCorruptError(f"{manifest_url}: chunk file path {raw!r} points outside {CONTAINER}/{LOG_ROOT}/")
     return normalized + "/"
 
 
@@ -152,8 +150,7 @@ class ChangeFeed:
     def last_consumable(self) -> datetime:
         if not self.store.exists(SEGMENTS_JSON):
             raise FeedError(
-                f"{self.store.url(SEGMENTS_JSON)} does not exist: "
-                f"is {self.store.root} a {CONTAINER} container?"
+                f"{self.store.url(SEGMENTS_JSON)} does not exist: is {self.store.root} a {CONTAINER} container?"
             )
         return parse_last_consumable(self.store.read_json(SEGMENTS_JSON), self.store.url(SEGMENTS_JSON))
 
@@ -199,8 +196,7 @@ class ChangeFeed:
         for entry in self.store.list(f"{SEGMENTS_ROOT}/{day:%Y/%m/%d}"):
             if entry.is_dir and len(entry.name) == 4 and entry.name.isdigit():
                 starts.append(
-                    datetime(day.year, day.month, day.day, int(entry.name[:2]), int(entry.name[2:]),
-                             tzinfo=timezone.utc)
+                    datetime(day.year, day.month, day.day, int(entry.name[:2]), int(entry.name[2:]), tzinfo=UTC)
                 )
         return starts
 
@@ -217,8 +213,9 @@ class ChangeFeed:
                 empty.append(shard_path)
             entries.sort(key=lambda e: (_chunk_number(e.name), e.name))
             files.extend(
-                ChunkFile(segment_start=segment.start, shard=shard_name(shard_path),
-                          path=shard_path + e.name, size=e.size)
+                ChunkFile(
+                    segment_start=segment.start, shard=shard_name(shard_path), path=shard_path + e.name, size=e.size
+                )
                 for e in entries
             )
         return SegmentChunks(segment=segment, chunk_files=files, empty_shards=tuple(empty))

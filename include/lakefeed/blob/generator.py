@@ -22,7 +22,7 @@ import json
 import random
 import sys
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import fastavro
@@ -30,27 +30,27 @@ import fastavro
 from lakefeed.blob.feed import CONTAINER, FINALIZED, PUBLISHING, segment_manifest_path
 from lakefeed.blob.timegrid import HOUR, TICKS_PER_SECOND, format_time, from_ticks, parse_time, to_ticks
 
-DEFAULT_START = datetime(2026, 1, 1, 0, 10, tzinfo=timezone.utc)
+DEFAULT_START = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
 TOPIC = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/demo"
 
 
 @dataclass(frozen=True)
 class FeedSpec:
     start: datetime = DEFAULT_START  # first segment; on the hh:10 grid like the service's
-    hours: int = 4                   # consumable hours: segments start .. start + (hours-1)h
+    hours: int = 4  # consumable hours: segments start .. start + (hours-1)h
     events_per_hour: int = 2_000
     shards: int = 2
     records_per_chunk: int = 700
     blobs: int = 300
     containers: int = 3
     gap_hours: tuple[int, ...] = (2,)  # hour indexes with no segment of their own
-    publishing_hours: int = 1        # segments past lastConsumable, still Publishing
+    publishing_hours: int = 1  # segments past lastConsumable, still Publishing
     control_rate: float = 0.02
     duplicate_rate: float = 0.003
-    boundary_rate: float = 0.06      # events up to 14 minutes across either hour edge
+    boundary_rate: float = 0.06  # events up to 14 minutes across either hour edge
     stray_rate: float = 0.002
     codec: str = "null"
-    writer: str = "service"          # the service's own schema (enums), or "legacy": an older string-typed writer
+    writer: str = "service"  # the service's own schema (enums), or "legacy": an older string-typed writer
     seed: int = 7
 
     @property
@@ -66,10 +66,10 @@ class TruthEvent:
     subject: str
     sequencer: str
     schemaVersion: int
-    window: str        # expected claim window (ISO)
+    window: str  # expected claim window (ISO)
     stray: bool
-    segment: str       # segment it was written to (ISO)
-    consumable: bool   # segment dated at or before lastConsumable
+    segment: str  # segment it was written to (ISO)
+    consumable: bool  # segment dated at or before lastConsumable
 
 
 @dataclass
@@ -99,12 +99,14 @@ class GroundTruth:
         return [first + i * HOUR for i in range(count)]
 
     def to_json(self) -> str:
-        return json.dumps({
-            "spec": {**asdict(self.spec), "start": format_time(self.spec.start)},
-            "control_records": self.control_records,
-            "duplicate_records": self.duplicate_records,
-            "events": [asdict(e) for e in self.events],
-        })
+        return json.dumps(
+            {
+                "spec": {**asdict(self.spec), "start": format_time(self.spec.start)},
+                "control_records": self.control_records,
+                "duplicate_records": self.duplicate_records,
+                "events": [asdict(e) for e in self.events],
+            }
+        )
 
 
 def _nullable(avro_type):
@@ -134,10 +136,30 @@ def service_schema(version: int) -> dict:
     lacks the v5 fields and symbols, v6 adds the ``Cold`` tier. Versions 1 and 3 (no real file is public)
     use the v4 text with the fields they lack left null.
     """
-    event_types = ["UnspecifiedEventType", "BlobCreated", "BlobDeleted", "BlobPropertiesUpdated",
-                   "BlobSnapshotCreated", "Control", "BlobTierChanged", "BlobAsyncOperationInitiated"]
-    apis = ["UnspecifiedApi", "PutBlob", "PutBlockList", "CopyBlob", "DeleteBlob", "SetBlobMetadata", "ControlEvent",
-            "UndeleteBlob", "SetBlobProperties", "SnapshotBlob", "SetBlobTier", "AbortCopyBlob"]
+    event_types = [
+        "UnspecifiedEventType",
+        "BlobCreated",
+        "BlobDeleted",
+        "BlobPropertiesUpdated",
+        "BlobSnapshotCreated",
+        "Control",
+        "BlobTierChanged",
+        "BlobAsyncOperationInitiated",
+    ]
+    apis = [
+        "UnspecifiedApi",
+        "PutBlob",
+        "PutBlockList",
+        "CopyBlob",
+        "DeleteBlob",
+        "SetBlobMetadata",
+        "ControlEvent",
+        "UndeleteBlob",
+        "SetBlobProperties",
+        "SnapshotBlob",
+        "SetBlobTier",
+        "AbortCopyBlob",
+    ]
     tiers = ["UnspecifiedBlobTier", "Hot", "Cool", "Archive"]
     if version >= 5:
         event_types.append("RestorePointMarkerCreated")
@@ -148,18 +170,29 @@ def service_schema(version: int) -> dict:
     blob_type = _enum("BlobTypeEnum", ["UnspecifiedBlobType", "BlockBlob", "PageBlob", "AppendBlob"])
     data_fields = [
         {"name": "api", "type": api, "default": api["default"]},
-        _text("clientRequestId"), _text("requestId"), _text("etag"), _text("contentType"),
+        _text("clientRequestId"),
+        _text("requestId"),
+        _text("etag"),
+        _text("contentType"),
         {"name": "contentLength", "type": "long", "default": 0},
         {"name": "blobType", "type": blob_type, "default": blob_type["default"]},
         {"name": "blobVersion", "type": _nullable("string"), "default": None},
         {"name": "containerVersion", "type": _nullable("string"), "default": None},
         {"name": "blobTier", "type": _nullable(_enum("BlobTierEnum", tiers)), "default": None},
-        _text("url"), _text("sequencer"),
+        _text("url"),
+        _text("sequencer"),
         {"name": "previousInfo", "type": _nullable(_STRING_MAP), "default": None},
         {"name": "snapshot", "type": _nullable("string"), "default": None},
-        {"name": "blobPropertiesUpdated", "type": _nullable({
-            "type": "map", "values": {"type": "record", "name": "values",
-                                      "fields": [_text("current"), _text("previous")]}}), "default": None},
+        {
+            "name": "blobPropertiesUpdated",
+            "type": _nullable(
+                {
+                    "type": "map",
+                    "values": {"type": "record", "name": "values", "fields": [_text("current"), _text("previous")]},
+                }
+            ),
+            "default": None,
+        },
         {"name": "asyncOperationInfo", "type": _nullable(_STRING_MAP), "default": None},
     ]
     if version >= 5:
@@ -174,9 +207,11 @@ def service_schema(version: int) -> dict:
         "namespace": "Microsoft.Storage",
         "fields": [
             {"name": "schemaVersion", "type": "long", "default": 4},
-            _text("topic"), _text("subject"),
+            _text("topic"),
+            _text("subject"),
             {"name": "eventType", "type": _enum("EventTypeEnum", event_types)},
-            _text("eventTime"), _text("id"),
+            _text("eventTime"),
+            _text("id"),
             {"name": "data", "type": {"type": "record", "name": "BlobChangeEventData", "fields": data_fields}},
         ],
     }
@@ -206,21 +241,42 @@ def legacy_schema(version: int) -> dict:
         data_fields += [
             {"name": "previousInfo", "type": _nullable(_STRING_MAP), "default": None},
             {"name": "snapshot", "type": _nullable("string"), "default": None},
-            {"name": "blobPropertiesUpdated", "default": None, "type": _nullable({
-                "type": "map", "values": {"type": "record", "name": "BlobPropertyChange", "fields": [
-                    {"name": "current", "type": _nullable("string"), "default": None},
-                    {"name": "previous", "type": _nullable("string"), "default": None},
-                ]}})},
+            {
+                "name": "blobPropertiesUpdated",
+                "default": None,
+                "type": _nullable(
+                    {
+                        "type": "map",
+                        "values": {
+                            "type": "record",
+                            "name": "BlobPropertyChange",
+                            "fields": [
+                                {"name": "current", "type": _nullable("string"), "default": None},
+                                {"name": "previous", "type": _nullable("string"), "default": None},
+                            ],
+                        },
+                    }
+                ),
+            },
         ]
     if version >= 4:
         data_fields.append({"name": "asyncOperationInfo", "type": _nullable(_STRING_MAP), "default": None})
     if version >= 5:
         data_fields += [
-            {"name": "blobTagsUpdated", "default": None, "type": _nullable({
-                "type": "record", "name": "BlobTagsChange", "fields": [
-                    {"name": "previous", "type": _STRING_MAP},
-                    {"name": "current", "type": _STRING_MAP},
-                ]})},
+            {
+                "name": "blobTagsUpdated",
+                "default": None,
+                "type": _nullable(
+                    {
+                        "type": "record",
+                        "name": "BlobTagsChange",
+                        "fields": [
+                            {"name": "previous", "type": _STRING_MAP},
+                            {"name": "current", "type": _STRING_MAP},
+                        ],
+                    }
+                ),
+            },
             {"name": "restorePointMarker", "type": _nullable(_STRING_MAP), "default": None},
         ]
     data_fields.append({"name": "storageDiagnostics", "type": _STRING_MAP})
@@ -273,13 +329,19 @@ class _Generator:
 
     def run(self) -> GroundTruth:
         spec = self.spec
-        self._write_json("meta/Segments.json", {
-            "version": 0,
-            "lastConsumable": format_time(spec.last_consumable).replace("Z", ".000Z"),
-            "storageDiagnostics": {"version": 0, "lastModifiedTime": format_time(spec.last_consumable),
-                                   "data": {"aid": "00000000-0000-0000-0000-000000000000"}},
-        })
-        init = datetime(1601, 1, 1, tzinfo=timezone.utc)
+        self._write_json(
+            "meta/Segments.json",
+            {
+                "version": 0,
+                "lastConsumable": format_time(spec.last_consumable).replace("Z", ".000Z"),
+                "storageDiagnostics": {
+                    "version": 0,
+                    "lastModifiedTime": format_time(spec.last_consumable),
+                    "data": {"aid": "00000000-0000-0000-0000-000000000000"},
+                },
+            },
+        )
+        init = datetime(1601, 1, 1, tzinfo=UTC)
         self._write_json(segment_manifest_path(init), self._manifest(init, FINALIZED, []))
         for hour in range(spec.hours + spec.publishing_hours):
             if hour in spec.gap_hours and hour < spec.hours:
@@ -319,12 +381,20 @@ class _Generator:
             version = SCHEMA_VERSIONS[(hour + shard) % len(SCHEMA_VERSIONS)]
             record = self._event(rng, subject, ticks, version)
             shard_records[shard].append(record)
-            self.truth.events.append(TruthEvent(
-                id=record["id"], eventType=record["eventType"], eventTime=record["eventTime"], subject=subject,
-                sequencer=record["data"]["sequencer"], schemaVersion=version,
-                window=format_time(from_ticks(window)), stray=stray, segment=format_time(start),
-                consumable=consumable,
-            ))
+            self.truth.events.append(
+                TruthEvent(
+                    id=record["id"],
+                    eventType=record["eventType"],
+                    eventTime=record["eventTime"],
+                    subject=subject,
+                    sequencer=record["data"]["sequencer"],
+                    schemaVersion=version,
+                    window=format_time(from_ticks(window)),
+                    stray=stray,
+                    segment=format_time(start),
+                    consumable=consumable,
+                )
+            )
             if rng.random() < spec.control_rate:
                 shard_records[shard].append(self._control(rng, ticks, version))
                 self.truth.control_records += 1
@@ -339,14 +409,18 @@ class _Generator:
         for shard, records in enumerate(shard_records):
             shard_path = f"log/{shard:02d}/{start:%Y/%m/%d/%H%M}/"
             shard_paths.append(f"{CONTAINER}/{shard_path}")
-            self._write_chunks(shard_path, records, SCHEMA_VERSIONS[(hour + shard) % len(SCHEMA_VERSIONS)],
-                               odd_chunks=(shard == 0 and hour == 1))
+            self._write_chunks(
+                shard_path,
+                records,
+                SCHEMA_VERSIONS[(hour + shard) % len(SCHEMA_VERSIONS)],
+                odd_chunks=(shard == 0 and hour == 1),
+            )
         status = FINALIZED if consumable else PUBLISHING
         self._write_json(segment_manifest_path(start), self._manifest(start, status, shard_paths))
 
     def _write_chunks(self, shard_path: str, records: list[dict], version: int, odd_chunks: bool) -> None:
         size = self.spec.records_per_chunk
-        pieces = [records[i:i + size] for i in range(0, len(records), size)] or [[]]
+        pieces = [records[i : i + size] for i in range(0, len(records), size)] or [[]]
         if odd_chunks:
             # A 0-byte chunk and an Avro file with no records inside the shard:
             # everything after them must still be read.
@@ -362,8 +436,9 @@ class _Generator:
             with path.open("wb") as handle:
                 # A seeded sync marker keeps the bytes reproducible (fastavro picks a random one).
                 marker = random.Random(f"{self.spec.seed}:{path.relative_to(self.root)}").randbytes(16)
-                fastavro.writer(handle, _PARSED_SCHEMAS[version, self.spec.writer], piece, codec=self.spec.codec,
-                                sync_marker=marker)
+                fastavro.writer(
+                    handle, _PARSED_SCHEMAS[version, self.spec.writer], piece, codec=self.spec.codec, sync_marker=marker
+                )
 
     def _event(self, rng: random.Random, subject: str, ticks: int, version: int) -> dict:
         exists = self.blob_exists.get(subject, False)
@@ -373,13 +448,18 @@ class _Generator:
             choices = ["BlobCreated", "BlobPropertiesUpdated", "BlobSnapshotCreated", "BlobDeleted"]
             if version >= 4:
                 choices.append("BlobTierChanged")
-            event_type = rng.choices(choices, weights=[4, 3, 1, 2, 1][:len(choices)])[0]
+            event_type = rng.choices(choices, weights=[4, 3, 1, 2, 1][: len(choices)])[0]
         self.blob_exists[subject] = event_type != "BlobDeleted"
         self.sequence += 1
         request = f"{rng.getrandbits(32):08x}-8020-0000-00fe-{rng.getrandbits(48):012x}"
         data = {
-            "api": {"BlobCreated": "PutBlob", "BlobDeleted": "DeleteBlob", "BlobPropertiesUpdated": "SetBlobProperties",
-                    "BlobSnapshotCreated": "SnapshotBlob", "BlobTierChanged": "SetBlobTier"}[event_type],
+            "api": {
+                "BlobCreated": "PutBlob",
+                "BlobDeleted": "DeleteBlob",
+                "BlobPropertiesUpdated": "SetBlobProperties",
+                "BlobSnapshotCreated": "SnapshotBlob",
+                "BlobTierChanged": "SetBlobTier",
+            }[event_type],
             "clientRequestId": f"{rng.getrandbits(128):032x}",
             "requestId": request,
             "etag": f"0x8D{rng.getrandbits(52):013X}",
@@ -389,21 +469,28 @@ class _Generator:
             "url": "",
             # Like the service's: a 32-digit upper-case epoch part, then a 16-digit lower-case counter.
             "sequencer": f"{0x48CF0:032X}{self.sequence:016x}",
-            "storageDiagnostics": {"bid": f"{rng.getrandbits(64):016x}", "seq": "(2,18446744073709551615,29,29)",
-                                   "sid": f"{rng.getrandbits(64):016x}"},
+            "storageDiagnostics": {
+                "bid": f"{rng.getrandbits(64):016x}",
+                "seq": "(2,18446744073709551615,29,29)",
+                "sid": f"{rng.getrandbits(64):016x}",
+            },
         }
         if version >= 3:
             data["previousInfo"] = {"PreviousTier": "Hot"} if event_type == "BlobTierChanged" else None
             data["snapshot"] = event_time_text(ticks) if event_type == "BlobSnapshotCreated" else None
             data["blobPropertiesUpdated"] = (
                 {"ContentType": {"current": data["contentType"], "previous": "application/octet-stream"}}
-                if event_type == "BlobPropertiesUpdated" else None
+                if event_type == "BlobPropertiesUpdated"
+                else None
             )
         if version >= 4:
             data["blobVersion"] = event_time_text(ticks)
             data["containerVersion"] = "0000000000000001"
-            data["blobTier"] = rng.choice(("Hot", "Cool", "Archive")) if version < 6 else rng.choice(
-                ("Hot", "Cool", "Cold", "Archive"))
+            data["blobTier"] = (
+                rng.choice(("Hot", "Cool", "Archive"))
+                if version < 6
+                else rng.choice(("Hot", "Cool", "Cold", "Archive"))
+            )
             data["asyncOperationInfo"] = None
         if version >= 5:
             data["blobTagsUpdated"] = (
@@ -411,8 +498,15 @@ class _Generator:
             )
             data["restorePointMarker"] = None
         if self.spec.writer == SERVICE:  # the service's text always has the v4 fields: null where a version lacks them
-            for name in ("blobVersion", "containerVersion", "blobTier", "previousInfo", "snapshot",
-                         "blobPropertiesUpdated", "asyncOperationInfo"):
+            for name in (
+                "blobVersion",
+                "containerVersion",
+                "blobTier",
+                "previousInfo",
+                "snapshot",
+                "blobPropertiesUpdated",
+                "asyncOperationInfo",
+            ):
                 data.setdefault(name, None)
         return {
             "schemaVersion": version,
@@ -438,8 +532,14 @@ class _Generator:
             "begin": format_time(start).replace("Z", ".000Z"),
             "intervalSecs": 3600,
             "status": status,
-            "config": {"version": 0, "configVersionEtag": "0x8d698f0fba563db", "numShards": len(shard_paths),
-                       "recordsFormat": "avro", "formatSchemaVersion": 1, "shardDistFnVersion": 1},
+            "config": {
+                "version": 0,
+                "configVersionEtag": "0x8d698f0fba563db",
+                "numShards": len(shard_paths),
+                "recordsFormat": "avro",
+                "formatSchemaVersion": 1,
+                "shardDistFnVersion": 1,
+            },
             "chunkFilePaths": shard_paths,
             "storageDiagnostics": {"version": 0, "lastModifiedTime": format_time(start), "data": {"aid": "0"}},
         }
@@ -472,20 +572,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blobs", type=int, default=FeedSpec.blobs)
     parser.add_argument("--gap-hours", default="2", help="comma-separated hour indexes with no segment")
     parser.add_argument("--codec", default="null", choices=("null", "deflate"))
-    parser.add_argument("--writer", default=SERVICE, choices=WRITERS,
-                        help="service: the schema the Azure service writes (enums); legacy: plain strings")
+    parser.add_argument(
+        "--writer",
+        default=SERVICE,
+        choices=WRITERS,
+        help="service: the schema the Azure service writes (enums); legacy: plain strings",
+    )
     parser.add_argument("--seed", type=int, default=FeedSpec.seed)
     parser.add_argument("--truth", help="also write the ground truth as JSON to this file")
     args = parser.parse_args(argv)
-    spec = FeedSpec(start=args.start, hours=args.hours, events_per_hour=args.events_per_hour, shards=args.shards,
-                    records_per_chunk=args.records_per_chunk, blobs=args.blobs, codec=args.codec, seed=args.seed,
-                    writer=args.writer,
-                    gap_hours=tuple(int(h) for h in args.gap_hours.split(",") if h.strip()))
+    spec = FeedSpec(
+        start=args.start,
+        hours=args.hours,
+        events_per_hour=args.events_per_hour,
+        shards=args.shards,
+        records_per_chunk=args.records_per_chunk,
+        blobs=args.blobs,
+        codec=args.codec,
+        seed=args.seed,
+        writer=args.writer,
+        gap_hours=tuple(int(h) for h in args.gap_hours.split(",") if h.strip()),
+    )
     truth = generate_feed(args.out, spec)
     if args.truth:
         Path(args.truth).write_text(truth.to_json())
-    print(f"wrote {len(truth.events)} events ({truth.control_records} Control, {truth.duplicate_records} duplicated) "
-          f"in {spec.hours} consumable hour(s) to {args.out}; lastConsumable {format_time(spec.last_consumable)}")
+    print(
+        f"wrote {len(truth.events)} events ({truth.control_records} Control, {truth.duplicate_records} duplicated) "
+        f"in {spec.hours} consumable hour(s) to {args.out}; lastConsumable {format_time(spec.last_consumable)}"
+    )
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -98,21 +98,23 @@ def read_records(spark: SparkSession, plan: RunPlan, feed_root: str, decoder: st
     # Largest files first: the longest tasks start first, so the stage ends evenly.
     chunks = sorted((c for c in plan.chunk_files if c.size > 0), key=lambda c: -c.size)
     rows = [(feed_root, c.path, c.shard, c.segment_start, decoder == "auto") for c in chunks]
-    inputs = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))),
-                                   spark_schema(CHUNK_INPUT_SCHEMA))
+    inputs = spark.createDataFrame(
+        spark.sparkContext.parallelize(rows, max(1, len(rows))), spark_schema(CHUNK_INPUT_SCHEMA)
+    )
     return inputs.mapInArrow(decode_arrow_partition, spark_schema())
 
 
-def plan(feed_root: str, window_start: datetime, window_end: datetime, *,
-         acknowledge_data_loss: bool = False) -> RunPlan:
+def plan(
+    feed_root: str, window_start: datetime, window_end: datetime, *, acknowledge_data_loss: bool = False
+) -> RunPlan:
     """Plan a run without Spark: a window that is not ready, or a shard folder of a segment read that holds no
     chunk file (unless ``acknowledge_data_loss``: then it is skipped), is refused before any JVM starts."""
-    return plan_run(ChangeFeed(Store(feed_root)), window_start, window_end,
-                    acknowledge_data_loss=acknowledge_data_loss)
+    return plan_run(ChangeFeed(Store(feed_root)), window_start, window_end, acknowledge_data_loss=acknowledge_data_loss)
 
 
-def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, state_table: str,
-        decoder: str = "auto") -> RunSummary:
+def run(
+    spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, state_table: str, decoder: str = "auto"
+) -> RunSummary:
     clock = _Clock()
     events_table, state_table = table_location(events_table), table_location(state_table)
     summary = RunSummary(
@@ -124,9 +126,15 @@ def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, s
         stateTable=state_table,
         lagHours=(plan.last_consumable - (plan.windows[-1] + HOUR)).total_seconds() / 3600,
     )
-    log.info("planned %d window(s) %s..%s: %d segment(s), %d chunk file(s), %d bytes",
-             len(plan.windows), summary.windows[0], summary.windows[-1], len(plan.segments),
-             summary.chunkFiles, summary.bytesRead)
+    log.info(
+        "planned %d window(s) %s..%s: %d segment(s), %d chunk file(s), %d bytes",
+        len(plan.windows),
+        summary.windows[0],
+        summary.windows[-1],
+        len(plan.segments),
+        summary.chunkFiles,
+        summary.bytesRead,
+    )
     clock.lap("plan")
 
     # One pass decodes every chunk file, counts what it saw (observed metrics, no
@@ -134,13 +142,14 @@ def run(spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, s
     # here, before any target is created or written.
     observation = Observation("feed records")
     marked = with_claim(read_records(spark, plan, feed_root, decoder), plan.grid.offset_ticks, plan.windows)
-    batch = to_event_rows(dedupe_by_id(drop_control(owned(_observe_counts(marked, observation)))),
-                          datetime.now(timezone.utc)).persist()
+    batch = to_event_rows(
+        dedupe_by_id(drop_control(owned(_observe_counts(marked, observation)))), datetime.now(UTC)
+    ).persist()
     try:
         try:
             summary.eventsUnique = batch.count()
         except Exception as exc:
-            raise refusal_from_worker(exc) or exc
+            raise refusal_from_worker(exc) or exc  # noqa: B904 (the worker error stays its context)
         counts = {k: int(v or 0) for k, v in observation.get.items()}
         summary.recordsRead = counts["recordsRead"]
         summary.recordsClaimed = counts["recordsClaimed"]
@@ -169,16 +178,17 @@ def _observe_counts(marked: DataFrame, observation: Observation) -> DataFrame:
     )
 
 
-def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table: str,
-           summary: RunSummary) -> None:
+def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table: str, summary: RunSummary) -> None:
     """Both MERGEs, each retried when a concurrent run commits first (both are idempotent)."""
     metadata = {"pipeline": PIPELINE, "windows": summary.windows, "lastConsumable": summary.lastConsumable}
     state_rows = latest_state_per_blob(batch)
     if summary.eventsUnique == 0:
         log.info("no events claimed by %s: targets unchanged", ", ".join(summary.windows))
-        for table, schema, partitions, properties in ((events_table, batch.schema, EVENTS_PARTITIONS, {}),
-                                                      (state_table, state_rows.schema, (), STATE_PROPERTIES)):
-            tagged_write(spark, table, metadata, lambda: ensure_table(spark, table, schema, partitions, properties))
+        for table, schema, partitions, properties in (
+            (events_table, batch.schema, EVENTS_PARTITIONS, {}),
+            (state_table, state_rows.schema, (), STATE_PROPERTIES),
+        ):
+            tagged_write(spark, table, metadata, lambda: ensure_table(spark, table, schema, partitions, properties))  # noqa: B023 (called at once)
         summary.eventsTableVersion = table_version(spark, events_table)
         summary.stateTableVersion = table_version(spark, state_table)
         return
@@ -186,8 +196,9 @@ def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table
     _merge_state(spark, state_rows, state_table, metadata, summary)
 
 
-def _merge_events(spark: SparkSession, batch: DataFrame, events_table: str, metadata: dict,
-                  summary: RunSummary) -> None:
+def _merge_events(
+    spark: SparkSession, batch: DataFrame, events_table: str, metadata: dict, summary: RunSummary
+) -> None:
     """Insert-if-absent on ``(eventDate, id)``, pruned to the dates and event times in the batch.
 
     The literal dates prune partitions; the literal tick range prunes files within them by their
@@ -195,11 +206,16 @@ def _merge_events(spark: SparkSession, batch: DataFrame, events_table: str, meta
     ids already present reads the files of these hours, not whole days. An event's id and its eventTime
     travel together (a copy of an event is the same record), so a stored copy always falls in the range.
     """
-    bounds = batch.agg(F.collect_set("eventDate").alias("dates"), F.min("eventTimeTicks").alias("low"),
-                       F.max("eventTimeTicks").alias("high")).collect()[0]
+    bounds = batch.agg(
+        F.collect_set("eventDate").alias("dates"),
+        F.min("eventTimeTicks").alias("low"),
+        F.max("eventTimeTicks").alias("high"),
+    ).collect()[0]
     date_list = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(bounds["dates"]))
-    condition = (f"t.eventDate IN ({date_list}) AND t.eventTimeTicks BETWEEN {bounds['low']} AND {bounds['high']} "
-                 f"AND t.eventDate = s.eventDate AND t.id = s.id")
+    condition = (
+        f"t.eventDate IN ({date_list}) AND t.eventTimeTicks BETWEEN {bounds['low']} AND {bounds['high']} "
+        f"AND t.eventDate = s.eventDate AND t.id = s.id"
+    )
 
     def write() -> None:
         events = ensure_table(spark, events_table, batch.schema, partition_by=EVENTS_PARTITIONS)
@@ -214,8 +230,9 @@ def _merge_events(spark: SparkSession, batch: DataFrame, events_table: str, meta
     summary.commitsMade += commit is not None
 
 
-def _merge_state(spark: SparkSession, state_rows: DataFrame, state_table: str, metadata: dict,
-                 summary: RunSummary) -> None:
+def _merge_state(
+    spark: SparkSession, state_rows: DataFrame, state_table: str, metadata: dict, summary: RunSummary
+) -> None:
     """Per blob, the latest event by :func:`state_order`; an update only when the incoming event is later
     in that order than the stored one."""
     newer = state_order("s") > state_order("t")
@@ -259,11 +276,31 @@ class _Clock:
 def format_summary(summary: RunSummary) -> str:
     d = summary.to_dict()
     lines = [f"blob change feed run: windows {d['windows'][0]} .. {d['windows'][-1]} ({len(d['windows'])})"]
-    for key in ("lastConsumable", "chunkFiles", "emptyChunkFiles", "bytesRead", "missingShards", "recordsRead",
-                "recordsClaimed", "controlDropped", "eventsClaimed", "strays", "duplicatesRemoved", "eventsUnique",
-                "eventsInserted", "stateInserted", "stateUpdated", "commitsMade", "eventsBytesWritten",
-                "stateBytesWritten", "stateFilesRewritten", "stateRowsCopied", "eventsTableVersion", "stateTableVersion",
-                "lagHours", "seconds"):
+    for key in (
+        "lastConsumable",
+        "chunkFiles",
+        "emptyChunkFiles",
+        "bytesRead",
+        "missingShards",
+        "recordsRead",
+        "recordsClaimed",
+        "controlDropped",
+        "eventsClaimed",
+        "strays",
+        "duplicatesRemoved",
+        "eventsUnique",
+        "eventsInserted",
+        "stateInserted",
+        "stateUpdated",
+        "commitsMade",
+        "eventsBytesWritten",
+        "stateBytesWritten",
+        "stateFilesRewritten",
+        "stateRowsCopied",
+        "eventsTableVersion",
+        "stateTableVersion",
+        "lagHours",
+        "seconds",
+    ):
         lines.append(f"  {key:<20} {d[key]}")
     return "\n".join(lines)
-

@@ -18,17 +18,16 @@ from lakefeed.blob.timegrid import HOUR, WindowGrid, format_time
 from lakefeed.errors import DataLossError, FeedConfigError, FeedCorruptError, WindowNotReadyError
 
 log = logging.getLogger(__name__)
-ACKNOWLEDGE_DATA_LOSS = ("re-run with --acknowledge-data-loss (the DAG param acknowledge_data_loss=true) "
-                         "to apply what remains")
+ACKNOWLEDGE_DATA_LOSS = (
+    "re-run with --acknowledge-data-loss (the DAG param acknowledge_data_loss=true) to apply what remains"
+)
 
 
 def grid_of(segment_starts: list[datetime], last_consumable: datetime) -> WindowGrid:
     """The hourly grid the feed's segments sit on (e.g. minute 10); from lastConsumable if none."""
     minutes = {start.minute for start in segment_starts}
     if len(minutes) > 1:
-        raise FeedCorruptError(
-            f"segments start at different minutes past the hour ({sorted(minutes)}): no hourly grid"
-        )
+        raise FeedCorruptError(f"segments start at different minutes past the hour ({sorted(minutes)}): no hourly grid")
     return WindowGrid(minutes.pop() if minutes else last_consumable.minute)
 
 
@@ -37,8 +36,9 @@ def is_ready(window: datetime, last_consumable: datetime) -> bool:
     return last_consumable >= window + HOUR
 
 
-def ready_windows(grid: WindowGrid, first_segment: datetime, last_consumable: datetime,
-                  after: datetime | None = None) -> list[datetime]:
+def ready_windows(
+    grid: WindowGrid, first_segment: datetime, last_consumable: datetime, after: datetime | None = None
+) -> list[datetime]:
     """Every ready window from the one before the first segment (or after ``after``) on."""
     start = grid.floor(first_segment) - HOUR
     if after is not None:
@@ -61,8 +61,9 @@ def windows_in_range(grid: WindowGrid, window_start: datetime, window_end: datet
     return grid.windows(window_start, window_end)
 
 
-def segments_to_read(windows: list[datetime], segment_starts: list[datetime],
-                     last_consumable: datetime) -> list[datetime]:
+def segments_to_read(
+    windows: list[datetime], segment_starts: list[datetime], last_consumable: datetime
+) -> list[datetime]:
     """Segments starting at T-1h, T or T+1h of any window; never one dated after lastConsumable."""
     wanted = {window + delta for window in windows for delta in (-HOUR, HOUR * 0, HOUR)}
     return sorted(start for start in segment_starts if start in wanted and start <= last_consumable)
@@ -111,8 +112,9 @@ class RunPlan:
         }
 
 
-def plan_run(feed: ChangeFeed, window_start: datetime, window_end: datetime, *,
-             acknowledge_data_loss: bool = False) -> RunPlan:
+def plan_run(
+    feed: ChangeFeed, window_start: datetime, window_end: datetime, *, acknowledge_data_loss: bool = False
+) -> RunPlan:
     """Plan ``[window_start, window_end)``; refuse (no writes) any window that is not ready, and any shard
     folder of a segment read that holds no chunk file unless ``acknowledge_data_loss`` (then it is skipped
     and listed in :attr:`RunPlan.missing_shards`)."""
@@ -134,20 +136,24 @@ def plan_run(feed: ChangeFeed, window_start: datetime, window_end: datetime, *,
     if publishing:
         raise WindowNotReadyError(
             "segment(s) still Publishing although dated at or before lastConsumable "
-            f"{format_time(last_consumable)}: "
-            + ", ".join(feed.store.url(s.manifest_path) for s in publishing)
+            f"{format_time(last_consumable)}: " + ", ".join(feed.store.url(s.manifest_path) for s in publishing)
         )
     listings = [feed.segment_chunks(segment) for segment in segments]
     lost = [listing for listing in listings if listing.empty_shards]
     if lost and not acknowledge_data_loss:
-        raise DataLossError(f"{describe_data_loss(feed, lost, windows)}. Nothing was written; "
-                            f"{ACKNOWLEDGE_DATA_LOSS}.")
+        raise DataLossError(f"{describe_data_loss(feed, lost, windows)}. Nothing was written; {ACKNOWLEDGE_DATA_LOSS}.")
     if lost:
         log.warning("data loss acknowledged, skipping: %s", describe_data_loss(feed, lost, windows))
-    return RunPlan(windows=windows, grid=grid, last_consumable=last_consumable, segments=segments,
-                   chunk_files=[chunk for listing in listings for chunk in listing.chunk_files],
-                   missing_shards=[MissingShard(listing.segment.start, shard_path)
-                                   for listing in lost for shard_path in listing.empty_shards])
+    return RunPlan(
+        windows=windows,
+        grid=grid,
+        last_consumable=last_consumable,
+        segments=segments,
+        chunk_files=[chunk for listing in listings for chunk in listing.chunk_files],
+        missing_shards=[
+            MissingShard(listing.segment.start, shard_path) for listing in lost for shard_path in listing.empty_shards
+        ],
+    )
 
 
 def describe_data_loss(feed: ChangeFeed, lost: list[SegmentChunks], windows: list[datetime]) -> str:
@@ -159,8 +165,10 @@ def describe_data_loss(feed: ChangeFeed, lost: list[SegmentChunks], windows: lis
         for listing in lost
     )
     incomplete = windows_fed_by([listing.segment.start for listing in lost], windows)
-    return (f"{segments} (their chunk files were deleted, likely by the change feed's retention). Windows of this "
-            f"run that may be missing events: {', '.join(format_time(w) for w in incomplete)}")
+    return (
+        f"{segments} (their chunk files were deleted, likely by the change feed's retention). Windows of this "
+        f"run that may be missing events: {', '.join(format_time(w) for w in incomplete)}"
+    )
 
 
 def plan_ready_windows(feed: ChangeFeed, after: datetime | None = None) -> tuple[datetime, datetime] | None:

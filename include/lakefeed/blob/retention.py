@@ -78,10 +78,12 @@ class RetentionGap:
         }
 
     def message(self, feed: str, checkpoint_variable: str) -> str:
-        what = ("were deleted by the change feed's retention before this pipeline read them"
-                if self.certain else
-                "may have been deleted by the change feed's retention before this pipeline read them (this "
-                "pipeline last listed the feed before them; a feed idle for that long looks the same)")
+        what = (
+            "were deleted by the change feed's retention before this pipeline read them"
+            if self.certain
+            else "may have been deleted by the change feed's retention before this pipeline read them (this "
+            "pipeline last listed the feed before them; a feed idle for that long looks the same)"
+        )
         return (
             f"{feed}: the segments from {format_time(self.gone_from)} up to the earliest segment the feed still "
             f"holds, {format_time(self.earliest_segment)}, {what}. The windows {format_time(self.first_window)} .. "
@@ -89,7 +91,8 @@ class RetentionGap:
             f"stays at {format_time(self.first_window)}. To accept the loss and go on from "
             f"{format_time(self.resume_window)}, trigger blob_changefeed_to_delta with the param "
             f"acknowledge_data_loss=true (the run summary records the windows given up); to keep the data, "
-            f"restore the deleted segments first.")
+            f"restore the deleted segments first."
+        )
 
 
 def next_segment(position: datetime, segment_starts: list[datetime]) -> datetime | None:
@@ -98,8 +101,13 @@ def next_segment(position: datetime, segment_starts: list[datetime]) -> datetime
     return min((start for start in segment_starts if start >= position - HOUR), default=None)
 
 
-def retention_gap(watermark: datetime, recorded_next: datetime | None, listed_through: datetime | None,
-                  earliest: datetime, last_consumable: datetime) -> RetentionGap | None:
+def retention_gap(
+    watermark: datetime,
+    recorded_next: datetime | None,
+    listed_through: datetime | None,
+    earliest: datetime,
+    last_consumable: datetime,
+) -> RetentionGap | None:
     """The windows from ``watermark`` on that retention may have emptied (module docstring), or None."""
     needed_from = watermark - HOUR
     if earliest <= needed_from:
@@ -118,5 +126,10 @@ def retention_gap(watermark: datetime, recorded_next: datetime | None, listed_th
 def _gap(watermark: datetime, gone_from: datetime, earliest: datetime, certain: bool) -> RetentionGap:
     # A segment S feeds windows S-1h, S and S+1h; the youngest segment that can be gone starts at
     # earliest - 1h, so windows up to ``earliest`` (inclusive) may be incomplete.
-    return RetentionGap(first_window=watermark, end_window=max(watermark, earliest) + HOUR,
-                        earliest_segment=earliest, certain=certain, gone_from=gone_from)
+    return RetentionGap(
+        first_window=watermark,
+        end_window=max(watermark, earliest) + HOUR,
+        earliest_segment=earliest,
+        certain=certain,
+        gone_from=gone_from,
+    )

@@ -4,6 +4,7 @@ batch them. Used by the Airflow sensor and DAG tasks (how far a checkpoint moves
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -28,7 +29,7 @@ class Batch:
         return {"start": format_time(self.start), "end": format_time(self.end)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Batch":
+    def from_dict(cls, d: dict) -> Batch:
         return cls(parse_time(d["start"]), parse_time(d["end"]))
 
 
@@ -72,9 +73,11 @@ def batches_of(windows: list[datetime], windows_per_batch: int) -> list[Batch]:
     """Split consecutive windows into batches of at most ``windows_per_batch``."""
     if windows_per_batch < 1:
         raise FeedConfigError(f"windows_per_batch must be at least 1, got {windows_per_batch}")
-    for previous, current in zip(windows, windows[1:]):
+    for previous, current in itertools.pairwise(windows):
         if current - previous != HOUR:
-            raise FeedConfigError(f"windows must be consecutive hours: {format_time(previous)} → {format_time(current)}")
+            raise FeedConfigError(
+                f"windows must be consecutive hours: {format_time(previous)} → {format_time(current)}"
+            )
     return [
         Batch(windows[i], windows[min(i + windows_per_batch, len(windows)) - 1] + HOUR)
         for i in range(0, len(windows), windows_per_batch)
@@ -89,8 +92,11 @@ def backfill_windows(grid_minute: int, start: datetime, end: datetime, last_cons
 def interval_windows(grid_minute: int, start: datetime, end: datetime, last_consumable: datetime) -> list[datetime]:
     """The grid windows that start in an Airflow data interval ``[start, end)``: what one of Airflow's
     Backfill runs re-processes (with an hourly schedule, exactly one). All must be ready."""
-    return _all_ready(WindowGrid(grid_minute).windows(start, end), last_consumable,
-                      f"backfill run for {format_time(start)} .. {format_time(end)}")
+    return _all_ready(
+        WindowGrid(grid_minute).windows(start, end),
+        last_consumable,
+        f"backfill run for {format_time(start)} .. {format_time(end)}",
+    )
 
 
 def _all_ready(windows: list[datetime], last_consumable: datetime, what: str) -> list[datetime]:
@@ -119,8 +125,9 @@ class Readiness:
         }
 
 
-def check_readiness(feed: ChangeFeed, watermark: datetime | None, last_seen: datetime | None,
-                    start_from: datetime | None) -> Readiness:
+def check_readiness(
+    feed: ChangeFeed, watermark: datetime | None, last_seen: datetime | None, start_from: datetime | None
+) -> Readiness:
     """Reads Segments.json (and, before the first run, the lowest segment folders): JVM-free and cheap."""
     last_consumable = feed.last_consumable()
     check_last_consumable(last_consumable, last_seen, feed.store.url("meta/Segments.json"))

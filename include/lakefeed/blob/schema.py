@@ -18,8 +18,20 @@ _STRING_MAP = pa.map_(pa.string(), pa.string())
 
 # data.* fields by Arrow type; order is the column order in the events table.
 DATA_STRING_FIELDS = (
-    "api", "clientRequestId", "requestId", "etag", "contentType", "blobType", "blobVersion",
-    "containerVersion", "blobTier", "url", "destinationUrl", "sourceUrl", "sequencer", "snapshot",
+    "api",
+    "clientRequestId",
+    "requestId",
+    "etag",
+    "contentType",
+    "blobType",
+    "blobVersion",
+    "containerVersion",
+    "blobTier",
+    "url",
+    "destinationUrl",
+    "sourceUrl",
+    "sequencer",
+    "snapshot",
 )
 DATA_LONG_FIELDS = ("contentLength", "contentOffset")
 DATA_BOOL_FIELDS = ("recursive",)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 TICKS_PER_SECOND = 10_000_000
 TICKS_PER_MICROSECOND = 10
@@ -42,9 +42,7 @@ def parse_event_time(text: str) -> int:
     base = _minute_cache.get(key)
     if base is None:
         try:
-            base = calendar.timegm(
-                datetime(int(year), int(month), int(day), int(hour), int(minute)).timetuple()
-            )
+            base = calendar.timegm(datetime(int(year), int(month), int(day), int(hour), int(minute)).timetuple())
         except ValueError as exc:
             raise ValueError(f"not a valid timestamp: {text!r} ({exc})") from None
         if len(_minute_cache) > 100_000:
@@ -68,9 +66,7 @@ def to_ticks(moment: datetime) -> int:
 
 def from_ticks(ticks: int) -> datetime:
     seconds, rest = divmod(ticks, TICKS_PER_SECOND)
-    return datetime.fromtimestamp(seconds, tz=timezone.utc) + timedelta(
-        microseconds=rest // TICKS_PER_MICROSECOND
-    )
+    return datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=rest // TICKS_PER_MICROSECOND)
 
 
 def format_ticks(ticks: int) -> str:
@@ -96,8 +92,8 @@ def parse_time(text: str) -> datetime:
 
 def _utc(moment: datetime) -> datetime:
     if moment.tzinfo is None:
-        return moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 @dataclass(frozen=True)

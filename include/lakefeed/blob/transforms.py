@@ -22,7 +22,15 @@ SEQUENCER_WIDTH = 64
 LINEAGE_ORDER = ("segmentStart", "shard", "chunkFile", "chunkRecordIndex")
 
 STATE_BLOB_PROPERTIES = (
-    "contentType", "contentLength", "blobType", "blobTier", "etag", "url", "blobVersion", "snapshot", "api",
+    "contentType",
+    "contentLength",
+    "blobType",
+    "blobTier",
+    "etag",
+    "url",
+    "blobVersion",
+    "snapshot",
+    "api",
 )
 
 
@@ -74,11 +82,23 @@ def dedupe_by_id(events: DataFrame) -> DataFrame:
 def to_event_rows(events: DataFrame, ingested_at: datetime) -> DataFrame:
     """Rows of the events table: the feed's own fields, then derived and lineage columns."""
     return events.select(
-        "id", "eventType", "eventTime",
+        "id",
+        "eventType",
+        "eventTime",
         _ticks_to_timestamp("eventTimeTicks").alias("eventTimestamp"),
         F.date_from_unix_date(_floor_div("eventTimeTicks", TICKS_PER_DAY).cast("int")).alias("eventDate"),
-        "subject", "topic", "schemaVersion", "data", "extra",
-        "eventTimeTicks", "claimWindow", "isStray", "segmentStart", "shard", "chunkFile", "chunkRecordIndex",
+        "subject",
+        "topic",
+        "schemaVersion",
+        "data",
+        "extra",
+        "eventTimeTicks",
+        "claimWindow",
+        "isStray",
+        "segmentStart",
+        "shard",
+        "chunkFile",
+        "chunkRecordIndex",
         F.lit(ingested_at).cast("timestamp").alias("ingestedAt"),
     )
 
@@ -93,11 +113,15 @@ def state_order(alias: str | None = None) -> Column:
     ``data.sequencer`` as a hex number (an event without one before every event with one), then
     ``eventTimestamp``, then ``eventId``. A total order on distinct events, so which event a blob's row
     ends with never depends on the order runs apply them."""
+
     def column(name: str) -> Column:
         return F.col(f"{alias}.{name}" if alias else name)
 
-    return F.struct(sequencer_key(column("sequencer")).alias("sequencer"),
-                    column("eventTimestamp").alias("eventTimestamp"), column("eventId").alias("eventId"))
+    return F.struct(
+        sequencer_key(column("sequencer")).alias("sequencer"),
+        column("eventTimestamp").alias("eventTimestamp"),
+        column("eventId").alias("eventId"),
+    )
 
 
 def latest_state_per_blob(event_rows: DataFrame) -> DataFrame:
@@ -107,7 +131,10 @@ def latest_state_per_blob(event_rows: DataFrame) -> DataFrame:
         "subject",
         F.col("data.sequencer").alias("sequencer"),
         F.col("id").alias("eventId"),
-        "eventType", "eventTime", "eventTimestamp", "eventTimeTicks",
+        "eventType",
+        "eventTime",
+        "eventTimestamp",
+        "eventTimeTicks",
         *[F.col(f"data.{name}").alias(name) for name in STATE_BLOB_PROPERTIES],
         "claimWindow",
         F.col("ingestedAt").alias("updatedAt"),
@@ -120,7 +147,11 @@ def latest_state_per_blob(event_rows: DataFrame) -> DataFrame:
         "subject",
         F.when(container != "", container).alias("container"),
         F.when(blob_name != "", blob_name).alias("blobName"),
-        "sequencer", "eventId", "eventType", "eventTime", "eventTimestamp",
+        "sequencer",
+        "eventId",
+        "eventType",
+        "eventTime",
+        "eventTimestamp",
         (F.col("eventType") == F.lit(DELETE_EVENT_TYPE)).alias("isDeleted"),
         *STATE_BLOB_PROPERTIES,
         "claimWindow",

@@ -138,16 +138,30 @@ def _target_base_version(target: str) -> int | None:
     return int(value) if value is not None else None
 
 
-def run(spark: SparkSession, source: str, target: str, keys: list[str], start: int, end: int,
-        columns: list[str] | None = None) -> CdfSummary:
+def run(
+    spark: SparkSession,
+    source: str,
+    target: str,
+    keys: list[str],
+    start: int,
+    end: int,
+    columns: list[str] | None = None,
+) -> CdfSummary:
     laps: dict[str, float] = {}
     clock = time.perf_counter()
     source, target = table_location(source), table_location(target)
     delta_log = DeltaLog(Store(source))
     check_range(delta_log, start, end)
     latest = delta_log.latest_version()
-    summary = CdfSummary(source=source, target=target, startingVersion=start, endingVersion=end,
-                         latestVersion=latest, lagVersions=latest - end, sourceTableId=delta_log.table_id())
+    summary = CdfSummary(
+        source=source,
+        target=target,
+        startingVersion=start,
+        endingVersion=end,
+        latestVersion=latest,
+        lagVersions=latest - end,
+        sourceTableId=delta_log.table_id(),
+    )
     base = _target_base_version(target)
     if base is not None and end <= base:  # nothing read nor written: whatever changed since, no check applies
         log.info("target was rebuilt at source version %d: range [%d, %d] is already in it", base, start, end)
@@ -165,16 +179,26 @@ def run(spark: SparkSession, source: str, target: str, keys: list[str], start: i
     last_changes = last_change_per_key(changes, keys).persist()
     try:
         try:
-            counts = last_changes.agg(F.count(F.lit(1)), F.sum(ROWS_OF_KEY), F.min(keys[0]), F.max(keys[0])).collect()[0]
+            counts = last_changes.agg(F.count(F.lit(1)), F.sum(ROWS_OF_KEY), F.min(keys[0]), F.max(keys[0])).collect()[
+                0
+            ]
         except Exception as exc:
-            raise (_vacuumed(exc, spark_source, read_from, end) or _unreadable_schema(exc, delta_log, read_from, end)
-                   or exc)
+            raise (  # noqa: B904 (the Spark error stays its context)
+                _vacuumed(exc, spark_source, read_from, end)
+                or _unreadable_schema(exc, delta_log, read_from, end)
+                or exc
+            )
         summary.keysChanged, summary.rowsRead = int(counts[0]), int(counts[1] or 0)
         laps["read"] = round(time.perf_counter() - clock, 3)
-        summary.addedColumns = _merge(spark, to_target_rows(last_changes, selected), spark_target, keys, summary,
-                                      metadata={"pipeline": PIPELINE, "source": source,
-                                                "startingVersion": start, "endingVersion": end},
-                                      key_range=(counts[2], counts[3]))
+        summary.addedColumns = _merge(
+            spark,
+            to_target_rows(last_changes, selected),
+            spark_target,
+            keys,
+            summary,
+            metadata={"pipeline": PIPELINE, "source": source, "startingVersion": start, "endingVersion": end},
+            key_range=(counts[2], counts[3]),
+        )
     finally:
         last_changes.unpersist()
     laps["merge"] = round(time.perf_counter() - clock - laps["read"], 3)
@@ -198,8 +222,10 @@ def _vacuumed(exc: Exception, source: str, start: int, end: int) -> ChangeDataEr
     )
 
 
-_INCOMPATIBLE_SCHEMA = ("DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA",
-                        "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE")
+_INCOMPATIBLE_SCHEMA = (
+    "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA",
+    "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE",
+)
 
 
 def _unreadable_schema(exc: Exception, source_log: DeltaLog, start: int, end: int) -> ChangeDataError | None:
@@ -222,8 +248,15 @@ def _unreadable_schema(exc: Exception, source_log: DeltaLog, start: int, end: in
     )
 
 
-def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], summary: CdfSummary,
-           metadata: dict, key_range: tuple = (None, None)) -> list[str]:
+def _merge(
+    spark: SparkSession,
+    rows: DataFrame,
+    target: str,
+    keys: list[str],
+    summary: CdfSummary,
+    metadata: dict,
+    key_range: tuple = (None, None),
+) -> list[str]:
     """Create the target or add the source's new columns, then the version-guarded MERGE; each step
     retried when a concurrent run commits first (both are idempotent).
 
@@ -252,11 +285,17 @@ def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], s
 
     def write() -> None:
         (
-            DeltaTable.forPath(spark, target).alias("t")
+            DeltaTable.forPath(spark, target)
+            .alias("t")
             .merge(rows.alias("s"), on)
-            .whenMatchedUpdate(condition=f"{newer} AND s.{DELETED_COLUMN}",
-                               set={VERSION_COLUMN: f"s.{VERSION_COLUMN}", TARGET_COLUMNS[1]: f"s.{TARGET_COLUMNS[1]}",
-                                    DELETED_COLUMN: "true"})
+            .whenMatchedUpdate(
+                condition=f"{newer} AND s.{DELETED_COLUMN}",
+                set={
+                    VERSION_COLUMN: f"s.{VERSION_COLUMN}",
+                    TARGET_COLUMNS[1]: f"s.{TARGET_COLUMNS[1]}",
+                    DELETED_COLUMN: "true",
+                },
+            )
             .whenMatchedUpdateAll(condition=newer)
             .whenNotMatchedInsertAll()  # a delete seen first is kept as a tombstone
             .execute()
@@ -271,8 +310,9 @@ def _merge(spark: SparkSession, rows: DataFrame, target: str, keys: list[str], s
         summary.filesRewritten = metrics.get("numTargetFilesRemoved", 0)
         summary.rowsCopied = metrics.get("numTargetRowsCopied", 0)
         summary.targetVersion = commit["version"]
-        summary.inserted, summary.updated, summary.deleted = count_effects(spark, target, commit["version"], keys,
-                                                                           DELETED_COLUMN)
+        summary.inserted, summary.updated, summary.deleted = count_effects(
+            spark, target, commit["version"], keys, DELETED_COLUMN
+        )
     else:
         summary.targetVersion = table_version(spark, target)
     summary.unchanged = summary.keysChanged - summary.inserted - summary.updated - summary.deleted
@@ -293,8 +333,14 @@ def _add_new_columns(spark: SparkSession, target: str, existing: list[str], rows
     return [f.name for f in new]
 
 
-def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str], version: int | None = None,
-                 columns: list[str] | None = None) -> CdfSummary:
+def full_refresh(
+    spark: SparkSession,
+    source: str,
+    target: str,
+    keys: list[str],
+    version: int | None = None,
+    columns: list[str] | None = None,
+) -> CdfSummary:
     """Rebuild the target from a snapshot of the source at ``version`` (default: latest)."""
     source, target = table_location(source), table_location(target)
     source_log = DeltaLog(Store(source))
@@ -321,14 +367,26 @@ def full_refresh(spark: SparkSession, source: str, target: str, keys: list[str],
     rows.createOrReplaceTempView(view)
     try:
         refreshed = tagged_write(
-            spark, spark_target, {"pipeline": PIPELINE, "source": source, REFRESH_MARKER: version},
-            lambda: spark.sql(f"CREATE OR REPLACE TABLE delta.`{spark_target.replace('`', '``')}` USING DELTA "
-                              f"TBLPROPERTIES ({settings}) AS SELECT * FROM {view}"))
+            spark,
+            spark_target,
+            {"pipeline": PIPELINE, "source": source, REFRESH_MARKER: version},
+            lambda: spark.sql(
+                f"CREATE OR REPLACE TABLE delta.`{spark_target.replace('`', '``')}` USING DELTA "
+                f"TBLPROPERTIES ({settings}) AS SELECT * FROM {view}"
+            ),
+        )
     finally:
         spark.catalog.dropTempView(view)
-    summary = CdfSummary(source=source, target=target, startingVersion=version, endingVersion=version,
-                         latestVersion=latest, mode="full-refresh", lagVersions=latest - version,
-                         sourceTableId=source_log.table_id())
+    summary = CdfSummary(
+        source=source,
+        target=target,
+        startingVersion=version,
+        endingVersion=version,
+        latestVersion=latest,
+        mode="full-refresh",
+        lagVersions=latest - version,
+        sourceTableId=source_log.table_id(),
+    )
     summary.commits += reported_commit(target, refreshed)
     summary.inserted = spark.read.format("delta").load(spark_target).count()
     summary.targetVersion = refreshed["version"] if refreshed else table_version(spark, spark_target)  # the REPLACE's

@@ -51,10 +51,14 @@ def cdf_enabled(properties: dict[str, str]) -> bool:
 def type_signature(delta_type) -> str:
     """A Delta schema type as text, without nullability or field metadata (nested ones included): two
     columns whose values read the same way have the same signature."""
+
     def strip(value):
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items()
-                    if k not in ("nullable", "metadata", "containsNull", "valueContainsNull")}
+            return {
+                k: strip(v)
+                for k, v in value.items()
+                if k not in ("nullable", "metadata", "containsNull", "valueContainsNull")
+            }
         if isinstance(value, list):
             return [strip(v) for v in value]
         return value
@@ -73,8 +77,13 @@ def schema_change(version: int, before: list[dict], after: list[dict], nullabili
     tightened: tuple[str, ...] = ()
     if nullability:
         required = {f["name"] for f in after if f.get("nullable", True) is False}
-        tightened = tuple(sorted(f["name"] for f in before if f.get("nullable", True) and f["name"] in required
-                                 and old[f["name"]] == new[f["name"]]))
+        tightened = tuple(
+            sorted(
+                f["name"]
+                for f in before
+                if f.get("nullable", True) and f["name"] in required and old[f["name"]] == new[f["name"]]
+            )
+        )
     return SchemaChange(
         version=version,
         removed=tuple(sorted(set(old) - set(new))),
@@ -159,8 +168,13 @@ def _fields_before(log: DeltaLog, start: int) -> list[dict] | None:
     try:
         return log.table_state(start - 1)[1]
     except Exception as exc:  # delta-rs cannot load a version its log no longer reconstructs
-        log_module.warning("%s: version %d cannot be loaded (%s); comparing schemas from version %d",
-                           log.store.root, start - 1, exc, start)
+        log_module.warning(
+            "%s: version %d cannot be loaded (%s); comparing schemas from version %d",
+            log.store.root,
+            start - 1,
+            exc,
+            start,
+        )
         return log.table_state(start)[1]
 
 
@@ -177,8 +191,14 @@ def _refuse_column_mapping(where: str, properties: dict[str, str], version: int)
         )
 
 
-def check_target(where: str, target: str, source_fields: list[dict], target_fields: list[dict],
-                 own_columns: tuple[str, ...], latest_fields: list[dict] | None = None) -> None:
+def check_target(
+    where: str,
+    target: str,
+    source_fields: list[dict],
+    target_fields: list[dict],
+    own_columns: tuple[str, ...],
+    latest_fields: list[dict] | None = None,
+) -> None:
     """Refuse a target whose data columns the source no longer has, or has with another type (the source
     changed them before the range, or the target was made from another table): a MERGE would fail or
     cast values silently.
@@ -197,14 +217,20 @@ def check_target(where: str, target: str, source_fields: list[dict], target_fiel
         raise ChangeDataError(
             f"target {target} does not match source {where}: column(s) missing from the source: "
             f"{', '.join(missing) or '-'}; type differs: "
-            + (", ".join(f"{n} ({json.loads(target_types[n])} in the target, {json.loads(source[n])} in the source)"
-                         for n in retyped) or "-")
+            + (
+                ", ".join(
+                    f"{n} ({json.loads(target_types[n])} in the target, {json.loads(source[n])} in the source)"
+                    for n in retyped
+                )
+                or "-"
+            )
             + ". Rebuild the target with a full refresh (delta_cdf_job.py --full-refresh) and resume from its version."
         )
 
 
-def check_later_changes(log: DeltaLog, start: int, end: int, range_fields: list[dict] | None = None,
-                        latest_fields: list[dict] | None = None) -> None:
+def check_later_changes(
+    log: DeltaLog, start: int, end: int, range_fields: list[dict] | None = None, latest_fields: list[dict] | None = None
+) -> None:
     """Refuse a range whose columns a later version removed (dropped, renamed), retyped or made NOT NULL,
     naming the columns and the first such version.
 
@@ -223,8 +249,9 @@ def check_later_changes(log: DeltaLog, start: int, end: int, range_fields: list[
     change = schema_change(latest, range_fields, latest_fields, nullability=True)
     if change.additive:
         return
-    version = _first_changed_at(log, end + 1, latest, range_fields, {*change.removed, *change.retyped,
-                                                                     *change.tightened})
+    version = _first_changed_at(
+        log, end + 1, latest, range_fields, {*change.removed, *change.retyped, *change.tightened}
+    )
     tightened = f"; made NOT NULL: {', '.join(change.tightened)}" if change.tightened else ""
     raise ChangeDataError(
         f"the range [{start}, {end}] of {log.root} cannot be read as change data: Spark reads it with the "
@@ -241,8 +268,9 @@ def _first_changed_at(log: DeltaLog, first: int, last: int, fields: list[dict], 
     try:
         for version, metadata in log.metadata_changes(first, last):
             if metadata.get("schemaString"):
-                change = schema_change(version, fields, json.loads(metadata["schemaString"])["fields"],
-                                       nullability=True)
+                change = schema_change(
+                    version, fields, json.loads(metadata["schemaString"])["fields"], nullability=True
+                )
                 if columns & {*change.removed, *change.retyped, *change.tightened}:
                     return version
     except ChangeDataError as exc:

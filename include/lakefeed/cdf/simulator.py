@@ -17,8 +17,10 @@ SCHEMA = "id BIGINT, name STRING, amount BIGINT, touched INT"
 
 def create_source(spark: SparkSession, path: str, rows: int = 100, cdf: bool = True) -> int:
     """Create the table (CDF on unless told otherwise) holding ``rows`` keys; return its version."""
-    spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta "
-              f"TBLPROPERTIES (delta.enableChangeDataFeed = {'true' if cdf else 'false'})")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta "
+        f"TBLPROPERTIES (delta.enableChangeDataFeed = {'true' if cdf else 'false'})"
+    )
     _rows(spark, range(rows), 0).write.format("delta").mode("append").save(path)
     return latest_version(spark, path)
 
@@ -30,8 +32,7 @@ def latest_version(spark: SparkSession, path: str) -> int:
 
 
 def _rows(spark: SparkSession, ids, touched: int):
-    return spark.createDataFrame(
-        [(int(i), f"name-{i}-{touched}", int(i) * 10 + touched, touched) for i in ids], SCHEMA)
+    return spark.createDataFrame([(int(i), f"name-{i}-{touched}", int(i) * 10 + touched, touched) for i in ids], SCHEMA)
 
 
 class SourceSimulator:
@@ -55,12 +56,14 @@ class SourceSimulator:
         table = f"delta.`{self.path}`"
         if kind == "append" or not live:
             fresh = [i for i in range(self.key_space) if i not in set(live)]
-            _rows(self.spark, self.rng.sample(fresh, min(len(fresh), 8)), self.step).write.format("delta") \
-                .mode("append").save(self.path)
+            _rows(self.spark, self.rng.sample(fresh, min(len(fresh), 8)), self.step).write.format("delta").mode(
+                "append"
+            ).save(self.path)
             return "append"
         if kind == "update":
-            self.spark.sql(f"UPDATE {table} SET amount = amount + {self.step}, touched = {self.step} "
-                           f"WHERE id IN ({ids})")
+            self.spark.sql(
+                f"UPDATE {table} SET amount = amount + {self.step}, touched = {self.step} WHERE id IN ({ids})"
+            )
         elif kind == "delete":
             self.spark.sql(f"DELETE FROM {table} WHERE id IN ({ids})")
         elif kind == "reinsert":
@@ -71,13 +74,24 @@ class SourceSimulator:
 
             fresh = [i for i in range(self.key_space) if i not in set(live)][:3]
             source = _rows(self.spark, sample + fresh, self.step)
-            (DeltaTable.forPath(self.spark, self.path).alias("t").merge(source.alias("s"), "t.id = s.id")
-             .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+            (
+                DeltaTable.forPath(self.spark, self.path)
+                .alias("t")
+                .merge(source.alias("s"), "t.id = s.id")
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
         elif kind == "overwrite":
             low, high = min(sample), min(sample) + 20
             keep = [i for i in live if low <= i < high and self.rng.random() < 0.7]
-            (_rows(self.spark, keep, self.step).write.format("delta").mode("overwrite")
-             .option("replaceWhere", f"id >= {low} AND id < {high}").save(self.path))
+            (
+                _rows(self.spark, keep, self.step)
+                .write.format("delta")
+                .mode("overwrite")
+                .option("replaceWhere", f"id >= {low} AND id < {high}")
+                .save(self.path)
+            )
         return kind
 
     def snapshot(self, version: int | None = None):

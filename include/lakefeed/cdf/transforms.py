@@ -22,14 +22,14 @@ def last_change_per_key(changes: DataFrame, keys: list[str]) -> DataFrame:
     after_commit = F.when(F.col(CHANGE_TYPE) == "delete", 0).otherwise(1)
     # The hash only breaks ties a well-keyed source never has (duplicate keys in one version).
     tiebreak = F.xxhash64(*[F.col(c) for c in changes.columns if c not in CDF_COLUMNS])
-    latest_first = Window.partitionBy(*keys).orderBy(
-        F.col(COMMIT_VERSION).desc(), after_commit.desc(), tiebreak.desc()
-    )
+    latest_first = Window.partitionBy(*keys).orderBy(F.col(COMMIT_VERSION).desc(), after_commit.desc(), tiebreak.desc())
     return (
         changes.where(F.col(CHANGE_TYPE) != "update_preimage")
         .withColumn("_rank", F.row_number().over(latest_first))
-        .withColumn(ROWS_OF_KEY, F.count(F.lit(1)).over(
-            latest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)))
+        .withColumn(
+            ROWS_OF_KEY,
+            F.count(F.lit(1)).over(latest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)),
+        )
         .where(F.col("_rank") == 1)
         .drop("_rank")
     )

@@ -27,34 +27,34 @@ import random
 import sys
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
 from lakefeed.crdb.hlc import NANOS, Hlc
 
-DEFAULT_START = datetime(2026, 3, 14, 9, 59, 58, tzinfo=timezone.utc)
+DEFAULT_START = datetime(2026, 3, 14, 9, 59, 58, tzinfo=UTC)
 PARTITIONS = ("daily", "hourly", "flat")
 FORMATS = ("ndjson", "parquet")
 
 
 @dataclass(frozen=True)
 class SinkSpec:
-    start: datetime = DEFAULT_START     # the changefeed's statement time (initial scan)
-    steps: int = 30                     # commit steps after the initial scan, step_seconds apart
+    start: datetime = DEFAULT_START  # the changefeed's statement time (initial scan)
+    steps: int = 30  # commit steps after the initial scan, step_seconds apart
     step_seconds: float = 7.0
     changes_per_step: int = 40
-    customers: int = 60                 # rows before the initial scan
+    customers: int = 60  # rows before the initial scan
     orders: int = 120
-    steps_per_flush: int = 3            # aggregators flush every this many steps
-    flushes_per_resolved: int = 2       # the coordinator writes a RESOLVED file every this many flushes
-    duplicate_rate: float = 0.03        # messages written twice in the same file
-    restart_at_flush: int | None = 4    # node 2 restarts after this flush: it re-emits since the last RESOLVED
+    steps_per_flush: int = 3  # aggregators flush every this many steps
+    flushes_per_resolved: int = 2  # the coordinator writes a RESOLVED file every this many flushes
+    duplicate_rate: float = 0.03  # messages written twice in the same file
+    restart_at_flush: int | None = 4  # node 2 restarts after this flush: it re-emits since the last RESOLVED
     schema_change_at_step: int | None = 12  # customers gains a column: new schema id, every row re-emitted
-    late_file_at_resolved: int | None = 3   # a file written after this RESOLVED, named before it
+    late_file_at_resolved: int | None = 3  # a file written after this RESOLVED, named before it
     partition_format: str = "daily"
     format: str = "ndjson"
-    compression: str | None = None      # None | gzip (ndjson only)
+    compression: str | None = None  # None | gzip (ndjson only)
     seed: int = 7
 
 
@@ -62,8 +62,8 @@ class SinkSpec:
 class SinkTruth:
     spec: SinkSpec
     rows: dict[str, dict[str, dict | None]] = field(default_factory=dict)  # topic -> key JSON -> row or None
-    resolved: list[str] = field(default_factory=list)       # RESOLVED timestamps, in order
-    late_files: list[str] = field(default_factory=list)     # keys of files named before a RESOLVED written earlier
+    resolved: list[str] = field(default_factory=list)  # RESOLVED timestamps, in order
+    late_files: list[str] = field(default_factory=list)  # keys of files named before a RESOLVED written earlier
     messages: int = 0
     duplicates: int = 0
 
@@ -88,12 +88,12 @@ class _Sink:
         self.schema_ids = {"customers": 1, "orders": 1}
         self.sessions = {1: self._session(), 2: self._session()}
         self.file_ids = {1: 0, 2: 0}
-        self.buffers: dict[int, list] = {1: [], 2: []}     # (topic, schema id, key, message text)
+        self.buffers: dict[int, list] = {1: [], 2: []}  # (topic, schema id, key, message text)
         self.since_resolved: dict[int, list] = {1: [], 2: []}
         self.last_resolved = Hlc(int(spec.start.timestamp()) * NANOS + spec.start.microsecond * 1000, 0)
         self.wall = self.last_resolved.wall
         self.late_pending = False
-        self._keys: dict[str, list[str]] = {"customers": [], "orders": []}   # live keys, for sampling
+        self._keys: dict[str, list[str]] = {"customers": [], "orders": []}  # live keys, for sampling
         self._index: dict[str, dict[str, int]] = {"customers": {}, "orders": {}}
 
     def _session(self) -> str:
@@ -105,17 +105,26 @@ class _Sink:
 
     # -- the simulated tables --------------------------------------------------------------------
     def _customer(self, cid: int) -> dict:
-        row = {"id": cid, "name": f"customer {cid}", "tier": self.rng.choice(["gold", "silver", "bronze"]),
-               "balance": Decimal(f"{self.rng.randint(0, 99999)}.{self.rng.randint(0, 99):02d}"),
-               "active": self.rng.random() < 0.8}
+        row = {
+            "id": cid,
+            "name": f"customer {cid}",
+            "tier": self.rng.choice(["gold", "silver", "bronze"]),
+            "balance": Decimal(f"{self.rng.randint(0, 99999)}.{self.rng.randint(0, 99):02d}"),
+            "active": self.rng.random() < 0.8,
+        }
         if self.schema_ids["customers"] > 1:
             row["note"] = self.rng.choice(["vip", "new", "late payer"])
         return row
 
     def _order(self, region: str, oid: int) -> dict:
-        return {"region": region, "id": oid, "customer_id": self.rng.randint(1, self.spec.customers),
-                "status": self.rng.choice(["new", "paid", "shipped"]), "total": self.rng.randint(100, 99999) / 100,
-                "meta": {"source": self.rng.choice(["web", "app"]), "tags": [self.rng.randint(1, 9)]}}
+        return {
+            "region": region,
+            "id": oid,
+            "customer_id": self.rng.randint(1, self.spec.customers),
+            "status": self.rng.choice(["new", "paid", "shipped"]),
+            "total": self.rng.randint(100, 99999) / 100,
+            "meta": {"source": self.rng.choice(["web", "app"]), "tags": [self.rng.randint(1, 9)]},
+        }
 
     def _key(self, topic: str, row: dict) -> list:
         return [row["id"]] if topic == "customers" else [row["region"], row["id"]]
@@ -172,7 +181,7 @@ class _Sink:
                 topic = self.rng.choice(["customers", "orders"])
                 roll = self.rng.random()
                 rows = self.tables[topic]
-                if roll < 0.25 or not rows:   # insert (a new key, or one deleted before)
+                if roll < 0.25 or not rows:  # insert (a new key, or one deleted before)
                     deleted = self.deleted[topic]
                     if deleted and self.rng.random() < 0.3:
                         key = json.loads(next(iter(deleted)))
@@ -182,7 +191,7 @@ class _Sink:
                         key, next_order = [self.rng.choice(["eu", "us"]), next_order], next_order + 1
                     row = self._customer(key[0]) if topic == "customers" else self._order(*key)
                     self._change(topic, key, row, stamp)
-                elif roll < 0.85:             # update
+                elif roll < 0.85:  # update
                     key = json.loads(self._any_key(topic))
                     row = dict(rows[key_json(key)])
                     if topic == "customers":
@@ -191,12 +200,16 @@ class _Sink:
                     else:
                         row["status"] = self.rng.choice(["paid", "shipped", "returned"])
                     self._change(topic, key, row, stamp)
-                elif roll < 0.98:             # delete
+                elif roll < 0.98:  # delete
                     key = json.loads(self._any_key(topic))
                     self._change(topic, key, None, stamp)
-                else:                         # a delete of a key never seen
-                    self._change(topic, [10_000_000 + step * 100 + n] if topic == "customers"
-                                 else ["xx", 10_000_000 + step * 100 + n], None, stamp)
+                else:  # a delete of a key never seen
+                    self._change(
+                        topic,
+                        [10_000_000 + step * 100 + n] if topic == "customers" else ["xx", 10_000_000 + step * 100 + n],
+                        None,
+                        stamp,
+                    )
             if step % spec.steps_per_flush == 0:
                 resolves = flush_number % spec.flushes_per_resolved == 0
                 if resolves:  # rows newer than the RESOLVED file that follows the file holding them
@@ -257,7 +270,7 @@ class _Sink:
 
     def _flush(self, lower_bound: Hlc, now: Hlc, only: int | None = None) -> None:
         del now  # files are named by their lower bound, never by the time they are written
-        for node in ([only] if only else [1, 2]):
+        for node in [only] if only else [1, 2]:
             entries, self.buffers[node] = self.buffers[node], []
             groups: dict[tuple[str, int], list] = {}
             for entry in entries:
@@ -273,8 +286,10 @@ class _Sink:
                 ext = ".ndjson" if self.spec.format == "ndjson" else ".parquet"
                 if self.spec.compression == "gzip":
                     ext += ".gz"
-                name = (f"{name_stamp.file_timestamp()}-{self.sessions[node]}-{node}-3-{self.file_ids[node]:08x}-"
-                        f"{topic}-{schema_id:x}{ext}")
+                name = (
+                    f"{name_stamp.file_timestamp()}-{self.sessions[node]}-{node}-3-{self.file_ids[node]:08x}-"
+                    f"{topic}-{schema_id:x}{ext}"
+                )
                 self.file_ids[node] += 1
                 key = self._write(name_stamp, name, self._data_bytes(topic, group))
                 if late:
@@ -295,15 +310,17 @@ class _Sink:
             import pyarrow.parquet as pq
 
             buffer = io.BytesIO()
-            pq.write_table(pa.table({"__crdb__resolved": pa.array([Decimal(str(stamp))], pa.decimal128(38, 10))}),
-                           buffer)
+            pq.write_table(
+                pa.table({"__crdb__resolved": pa.array([Decimal(str(stamp))], pa.decimal128(38, 10))}), buffer
+            )
             return buffer.getvalue()
         return json.dumps({"resolved": str(stamp)}, separators=(",", ":")).encode()
 
     def _write(self, stamp: Hlc, name: str, data: bytes) -> str:
         moment = stamp.datetime()
         folder = {"daily": f"{moment:%Y-%m-%d}/", "hourly": f"{moment:%Y-%m-%d/%H}/", "flat": ""}[
-            self.spec.partition_format]
+            self.spec.partition_format
+        ]
         path = self.root / folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -312,6 +329,7 @@ class _Sink:
 
 def _dumps(value, sort: bool = False) -> str:
     """JSON as CockroachDB writes it: keys sorted, DECIMAL values as numbers with their digits."""
+
     def default(item):
         if isinstance(item, Decimal):
             return float(item)
@@ -368,11 +386,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gzip", action="store_true")
     parser.add_argument("--seed", type=int, default=SinkSpec.seed)
     args = parser.parse_args(argv)
-    spec = SinkSpec(steps=args.steps, changes_per_step=args.changes_per_step, partition_format=args.partition_format,
-                    format=args.format, compression="gzip" if args.gzip else None, seed=args.seed)
+    spec = SinkSpec(
+        steps=args.steps,
+        changes_per_step=args.changes_per_step,
+        partition_format=args.partition_format,
+        format=args.format,
+        compression="gzip" if args.gzip else None,
+        seed=args.seed,
+    )
     truth = generate_sink(args.out, spec)
-    print(f"wrote {truth.messages} messages ({truth.duplicates} duplicates) and {len(truth.resolved)} RESOLVED "
-          f"files to {args.out}; newest resolved {truth.resolved[-1]}")
+    print(
+        f"wrote {truth.messages} messages ({truth.duplicates} duplicates) and {len(truth.resolved)} RESOLVED "
+        f"files to {args.out}; newest resolved {truth.resolved[-1]}"
+    )
     return 0
 
 

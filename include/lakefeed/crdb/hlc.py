@@ -17,7 +17,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 _TEXT = re.compile(r"^(\d{1,20})\.(\d{10})\??$")  # some old versions append "?" to synthetic timestamps
 _FILE = re.compile(r"^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})(\d{9})(\d{10})$")
@@ -32,7 +32,7 @@ class Hlc:
     logical: int = 0
 
     @classmethod
-    def parse(cls, text: str) -> "Hlc":
+    def parse(cls, text: str) -> Hlc:
         """``"<wall>.<10-digit logical>"`` (a decimal, as ``updated`` and ``resolved`` carry it)."""
         m = _TEXT.match(text.strip()) if isinstance(text, str) else None
         if m is None:
@@ -40,7 +40,7 @@ class Hlc:
         return cls(int(m.group(1)), int(m.group(2)))
 
     @classmethod
-    def from_file_timestamp(cls, digits: str) -> "Hlc":
+    def from_file_timestamp(cls, digits: str) -> Hlc:
         """The 33-digit timestamp that starts a sink file's name."""
         m = _FILE.match(digits)
         if m is None:
@@ -58,8 +58,7 @@ class Hlc:
     def file_timestamp(self) -> str:
         """The 33 digits a sink file named at this timestamp starts with."""
         seconds, nanos = divmod(self.wall, NANOS)
-        return f"{datetime.fromtimestamp(seconds, tz=timezone.utc):%Y%m%d%H%M%S}{nanos:09d}{self.logical:010d}"
+        return f"{datetime.fromtimestamp(seconds, tz=UTC):%Y%m%d%H%M%S}{nanos:09d}{self.logical:010d}"
 
     def datetime(self) -> datetime:
-        return datetime.fromtimestamp(self.wall // NANOS, tz=timezone.utc).replace(
-            microsecond=(self.wall % NANOS) // 1000)
+        return datetime.fromtimestamp(self.wall // NANOS, tz=UTC).replace(microsecond=(self.wall % NANOS) // 1000)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -100,8 +100,9 @@ class CrdbSummary:
         return asdict(self)
 
 
-def plan(sink_root: str, after: Hlc | None, through: Hlc,
-         late_file_lookback: timedelta = DEFAULT_LATE_FILE_LOOKBACK) -> tuple[SinkRange, list]:
+def plan(
+    sink_root: str, after: Hlc | None, through: Hlc, late_file_lookback: timedelta = DEFAULT_LATE_FILE_LOOKBACK
+) -> tuple[SinkRange, list]:
     """The range to apply, without Spark: refused (exit 2) when a RESOLVED file is missing or invalid.
     Returns the range and the listing it came from (late files are settled against the ledger later)."""
     store = Store(sink_root)
@@ -112,31 +113,58 @@ def plan(sink_root: str, after: Hlc | None, through: Hlc,
     return sink_range, files
 
 
-def run(spark: SparkSession, sink_root: str, target_root: str, sink_range: SinkRange, files: list,
-        parquet_keys: dict[str, list[str]] | None = None) -> CrdbSummary:
+def run(
+    spark: SparkSession,
+    sink_root: str,
+    target_root: str,
+    sink_range: SinkRange,
+    files: list,
+    parquet_keys: dict[str, list[str]] | None = None,
+) -> CrdbSummary:
     clock = time.perf_counter()
     target_root = table_location(target_root)
     tables = jvm_location(target_root).rstrip("/")  # where Spark opens the topic tables and the ledger
     applied = _applied_files(spark, f"{tables}/{LEDGER}")
-    sink_range = plan_range(files, sink_range.after.timestamp if sink_range.after else None,
-                            sink_range.through.timestamp, Store(sink_root).root, applied)
-    summary = CrdbSummary(**{k: v for k, v in sink_range.describe().items()
-                             if k in ("afterResolved", "throughResolved", "files", "lateFiles")},
-                          bytesRead=sink_range.bytes, targetRoot=target_root)
+    sink_range = plan_range(
+        files,
+        sink_range.after.timestamp if sink_range.after else None,
+        sink_range.through.timestamp,
+        Store(sink_root).root,
+        applied,
+    )
+    summary = CrdbSummary(
+        **{
+            k: v
+            for k, v in sink_range.describe().items()
+            if k in ("afterResolved", "throughResolved", "files", "lateFiles")
+        },
+        bytesRead=sink_range.bytes,
+        targetRoot=target_root,
+    )
     summary.resolvedLagSeconds = round(time.time() - sink_range.through.timestamp.wall / 1e9, 3)
     if sink_range.late:
-        log.warning("%d late file(s) named before --after-resolved and never applied: %s", len(sink_range.late),
-                    ", ".join(f.key for f in sink_range.late))
+        log.warning(
+            "%d late file(s) named before --after-resolved and never applied: %s",
+            len(sink_range.late),
+            ", ".join(f.key for f in sink_range.late),
+        )
     # One decode of every file, checked: bad input fails here, before any target is written.
     messages = _read_messages(spark, sink_root, sink_range, parquet_keys or {}).persist()
     latest = latest_per_key(messages).persist()
     try:
         try:
-            counts = messages.groupBy("topic").agg(
-                F.count(F.lit(1)).alias("messages"), F.count_distinct("key", "wall", "logical").alias("changes"),
-                F.count_distinct("key").alias("keys"), F.max(F.struct("wall", "logical")).alias("newest")).collect()
+            counts = (
+                messages.groupBy("topic")
+                .agg(
+                    F.count(F.lit(1)).alias("messages"),
+                    F.count_distinct("key", "wall", "logical").alias("changes"),
+                    F.count_distinct("key").alias("keys"),
+                    F.max(F.struct("wall", "logical")).alias("newest"),
+                )
+                .collect()
+            )
         except Exception as exc:
-            raise refusal_from_worker(exc) or exc
+            raise refusal_from_worker(exc) or exc  # noqa: B904 (the worker error stays its context)
         summary.messagesRead = sum(row["messages"] for row in counts)
         summary.duplicatesDropped = summary.messagesRead - sum(row["changes"] for row in counts)
         summary.supersededInBatch = sum(row["changes"] - row["keys"] for row in counts)
@@ -146,21 +174,36 @@ def run(spark: SparkSession, sink_root: str, target_root: str, sink_range: SinkR
         kinds = column_kinds(messages).collect()
         per_topic = {row["topic"]: row for row in counts}
         summary.seconds["read"] = round(time.perf_counter() - clock, 3)
-        metadata = {"pipeline": PIPELINE, "afterResolved": summary.afterResolved,
-                    "throughResolved": summary.throughResolved}
+        metadata = {
+            "pipeline": PIPELINE,
+            "afterResolved": summary.afterResolved,
+            "throughResolved": summary.throughResolved,
+        }
         for topic, row in sorted(per_topic.items()):
             topic_summary = _merge_topic(
-                spark, latest.where(F.col("topic") == topic), f"{tables}/{topic}", topic,
-                {k["column"]: (set(k["kinds"]), k["digits"]) for k in sorted(kinds, key=lambda k: k["column"])
-                 if k["topic"] == topic}, row["keys"], metadata, summary.commits, f"{target_root.rstrip('/')}/{topic}")
+                spark,
+                latest.where(F.col("topic") == topic),
+                f"{tables}/{topic}",
+                topic,
+                {
+                    k["column"]: (set(k["kinds"]), k["digits"])
+                    for k in sorted(kinds, key=lambda k: k["column"])
+                    if k["topic"] == topic
+                },
+                row["keys"],
+                metadata,
+                summary.commits,
+                f"{target_root.rstrip('/')}/{topic}",
+            )
             topic_summary.messages = row["messages"]
             summary.topics[topic] = asdict(topic_summary)
         for topic in summary.topics.values():
             for name in ("inserted", "updated", "deleted", "staleSkipped"):
                 setattr(summary, name, getattr(summary, name) + topic[name])
             summary.commitsMade += topic["targetVersion"] is not None and topic["keysChanged"] > topic["staleSkipped"]
-        summary.commits += reported_commit(f"{target_root.rstrip('/')}/{LEDGER}",
-                                           _record_applied(spark, f"{tables}/{LEDGER}", sink_range, metadata))
+        summary.commits += reported_commit(
+            f"{target_root.rstrip('/')}/{LEDGER}", _record_applied(spark, f"{tables}/{LEDGER}", sink_range, metadata)
+        )
     finally:
         latest.unpersist()
         messages.unpersist()
@@ -168,20 +211,33 @@ def run(spark: SparkSession, sink_root: str, target_root: str, sink_range: SinkR
     return summary
 
 
-def _read_messages(spark: SparkSession, sink_root: str, sink_range: SinkRange,
-                   parquet_keys: dict[str, list[str]]) -> DataFrame:
+def _read_messages(
+    spark: SparkSession, sink_root: str, sink_range: SinkRange, parquet_keys: dict[str, list[str]]
+) -> DataFrame:
     """Every message of the range's files: one Spark task per file, parsed and checked in the workers."""
     from lakefeed.blob.schema import spark_schema
 
-    rows = [(sink_root, f.key, f.topic, f.schema_id, f.format, f.compression, ",".join(parquet_keys.get(f.topic, [])))
-            for f in sorted(sink_range.files, key=lambda f: -f.size)]  # largest first: the stage ends evenly
-    inputs = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))),
-                                   spark_schema(FILE_INPUT_SCHEMA))
+    rows = [
+        (sink_root, f.key, f.topic, f.schema_id, f.format, f.compression, ",".join(parquet_keys.get(f.topic, [])))
+        for f in sorted(sink_range.files, key=lambda f: -f.size)
+    ]  # largest first: the stage ends evenly
+    inputs = spark.createDataFrame(
+        spark.sparkContext.parallelize(rows, max(1, len(rows))), spark_schema(FILE_INPUT_SCHEMA)
+    )
     return inputs.mapInArrow(decode_arrow_partition, spark_schema(MESSAGE_SCHEMA))
 
 
-def _merge_topic(spark: SparkSession, latest: DataFrame, target: str, topic: str, kinds: dict[str, tuple],
-                 keys_changed: int, metadata: dict, commits: list[dict], reported_as: str) -> TopicSummary:
+def _merge_topic(
+    spark: SparkSession,
+    latest: DataFrame,
+    target: str,
+    topic: str,
+    kinds: dict[str, tuple],
+    keys_changed: int,
+    metadata: dict,
+    commits: list[dict],
+    reported_as: str,
+) -> TopicSummary:
     """MERGE one topic's latest changes into its table, applying each only when its updated is newer; the
     commit made is added to ``commits`` (the table named ``reported_as``, the target root as configured)."""
     from delta.tables import DeltaTable
@@ -191,9 +247,11 @@ def _merge_topic(spark: SparkSession, latest: DataFrame, target: str, topic: str
     types = {name: existing.get(name) or column_type(found, digits) for name, (found, digits) in kinds.items()}
     failure = cast_failures(latest, types).first()
     if failure is not None:
-        raise FeedCorruptError(f"{failure['file']}: line {failure['line']}: the value of column "
-                               f"{failure['column']!r} of topic {topic} does not fit its type "
-                               f"{types[failure['column']]} (kept from earlier data); nothing was written")
+        raise FeedCorruptError(
+            f"{failure['file']}: line {failure['line']}: the value of column "
+            f"{failure['column']!r} of topic {topic} does not fit its type "
+            f"{types[failure['column']]} (kept from earlier data); nothing was written"
+        )
     types = {**{name: kind for name, kind in existing.items() if name not in types}, **types}
     rows = target_rows(latest, types)
     summary.addedColumns = sorted(set(types) - set(existing)) if existing else []
@@ -205,14 +263,17 @@ def _merge_topic(spark: SparkSession, latest: DataFrame, target: str, topic: str
             spark.sql(f"ALTER TABLE delta.`{target}` ADD COLUMNS ({spec})")
 
     tagged_write(spark, target, {**metadata, "topic": topic, "step": "schema"}, prepare)
-    newer = (f"CAST(s.{UPDATED_COLUMN} AS {HLC_DECIMAL}) > CAST(t.{UPDATED_COLUMN} AS {HLC_DECIMAL})")
+    newer = f"CAST(s.{UPDATED_COLUMN} AS {HLC_DECIMAL}) > CAST(t.{UPDATED_COLUMN} AS {HLC_DECIMAL})"
 
     def write() -> None:
         (
-            DeltaTable.forPath(spark, target).alias("t")
+            DeltaTable.forPath(spark, target)
+            .alias("t")
             .merge(rows.alias("s"), f"t.{KEY_COLUMN} = s.{KEY_COLUMN}")
-            .whenMatchedUpdate(condition=f"{newer} AND s.{DELETED_COLUMN}",
-                               set={UPDATED_COLUMN: f"s.{UPDATED_COLUMN}", DELETED_COLUMN: "true"})
+            .whenMatchedUpdate(
+                condition=f"{newer} AND s.{DELETED_COLUMN}",
+                set={UPDATED_COLUMN: f"s.{UPDATED_COLUMN}", DELETED_COLUMN: "true"},
+            )
             .whenMatchedUpdateAll(condition=newer)
             .whenNotMatchedInsertAll()  # a delete of a key never seen is kept as a tombstone
             .execute()
@@ -230,8 +291,9 @@ def _merge_topic(spark: SparkSession, latest: DataFrame, target: str, topic: str
     summary.rowsCopied = metrics.get("numTargetRowsCopied", 0)
     applied = metrics.get("numTargetRowsInserted", 0) + metrics.get("numTargetRowsUpdated", 0)
     summary.staleSkipped = keys_changed - applied
-    summary.inserted, summary.updated, summary.deleted = count_effects(spark, target, commit["version"],
-                                                                       [KEY_COLUMN], DELETED_COLUMN)
+    summary.inserted, summary.updated, summary.deleted = count_effects(
+        spark, target, commit["version"], [KEY_COLUMN], DELETED_COLUMN
+    )
     return summary
 
 
@@ -259,15 +321,17 @@ def _record_applied(spark: SparkSession, ledger: str, sink_range: SinkRange, met
 
     if not sink_range.files:
         return None
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rows = spark.createDataFrame(
         [(f.key, f.topic, f.size, str(sink_range.through.timestamp), now) for f in sink_range.files],
-        "key string, topic string, bytes long, throughResolved string, appliedAt timestamp")
+        "key string, topic string, bytes long, throughResolved string, appliedAt timestamp",
+    )
 
     def write() -> None:
         ensure_table(spark, ledger, rows.schema)
-        DeltaTable.forPath(spark, ledger).alias("t").merge(rows.alias("s"), "t.key = s.key") \
-            .whenNotMatchedInsertAll().execute()
+        DeltaTable.forPath(spark, ledger).alias("t").merge(
+            rows.alias("s"), "t.key = s.key"
+        ).whenNotMatchedInsertAll().execute()
 
     return tagged_write(spark, ledger, {**metadata, "step": "ledger"}, write)
 
@@ -275,10 +339,22 @@ def _record_applied(spark: SparkSession, ledger: str, sink_range: SinkRange, met
 def format_summary(summary: CrdbSummary) -> str:
     d = summary.to_dict()
     lines = [f"cockroach changefeed run: resolved {d['afterResolved']} .. {d['throughResolved']}"]
-    for key in ("files", "lateFiles", "bytesRead", "messagesRead", "duplicatesDropped", "supersededInBatch",
-                "staleSkipped", "inserted", "updated", "deleted", "newestUpdated", "resolvedLagSeconds", "seconds"):
+    for key in (
+        "files",
+        "lateFiles",
+        "bytesRead",
+        "messagesRead",
+        "duplicatesDropped",
+        "supersededInBatch",
+        "staleSkipped",
+        "inserted",
+        "updated",
+        "deleted",
+        "newestUpdated",
+        "resolvedLagSeconds",
+        "seconds",
+    ):
         lines.append(f"  {key:<20} {d[key]}")
     for topic, figures in d["topics"].items():
         lines.append(f"  topic {topic}: {figures}")
     return "\n".join(lines)
-

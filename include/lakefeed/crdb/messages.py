@@ -19,8 +19,9 @@ import gzip
 import io
 import json
 import zlib
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -31,23 +32,33 @@ from lakefeed.storage import Store
 
 BATCH_ROWS = 8192
 _STRING_MAP = pa.map_(pa.string(), pa.string())
-MESSAGE_SCHEMA = pa.schema([
-    ("topic", pa.string()),
-    ("schemaId", pa.int64()),
-    ("file", pa.string()),
-    ("line", pa.int64()),          # 1-based line (ndjson) or row (parquet) in its file
-    ("key", pa.string()),          # the key array as compact JSON: the merge key
-    ("updated", pa.string()),      # "<wall>.<logical>"
-    ("wall", pa.int64()),
-    ("logical", pa.int64()),
-    ("deleted", pa.bool_()),
-    ("values", _STRING_MAP),       # column -> JSON literal text (strings unquoted); null for a delete
-    ("kinds", _STRING_MAP),        # column -> i | f | s | b | j (only non-null values)
-])
+MESSAGE_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("schemaId", pa.int64()),
+        ("file", pa.string()),
+        ("line", pa.int64()),  # 1-based line (ndjson) or row (parquet) in its file
+        ("key", pa.string()),  # the key array as compact JSON: the merge key
+        ("updated", pa.string()),  # "<wall>.<logical>"
+        ("wall", pa.int64()),
+        ("logical", pa.int64()),
+        ("deleted", pa.bool_()),
+        ("values", _STRING_MAP),  # column -> JSON literal text (strings unquoted); null for a delete
+        ("kinds", _STRING_MAP),  # column -> i | f | s | b | j (only non-null values)
+    ]
+)
 # The columns of the decode input: one row per data file.
-FILE_INPUT_SCHEMA = pa.schema([("root", pa.string()), ("key", pa.string()), ("topic", pa.string()),
-                               ("schemaId", pa.int64()), ("format", pa.string()), ("compression", pa.string()),
-                               ("keyColumns", pa.string())])  # parquet: the topic's primary key columns, comma-separated
+FILE_INPUT_SCHEMA = pa.schema(
+    [
+        ("root", pa.string()),
+        ("key", pa.string()),
+        ("topic", pa.string()),
+        ("schemaId", pa.int64()),
+        ("format", pa.string()),
+        ("compression", pa.string()),
+        ("keyColumns", pa.string()),
+    ]
+)  # parquet: the topic's primary key columns, comma-separated
 RECREATE = "recreate the changefeed WITH updated, resolved (envelope=wrapped, the default)"
 
 
@@ -120,8 +131,9 @@ def parse_line(line: bytes | str, where: str) -> dict[str, Any]:
     if "__crdb__" in message:
         raise FeedCorruptError(f"{where}: a message of envelope=bare; this reader takes envelope=wrapped: {RECREATE}")
     if "op" in message and "ts_ns" in message:
-        raise FeedCorruptError(f"{where}: a message of envelope=enriched; this reader takes envelope=wrapped: "
-                               f"{RECREATE}")
+        raise FeedCorruptError(
+            f"{where}: a message of envelope=enriched; this reader takes envelope=wrapped: {RECREATE}"
+        )
     if "resolved" in message and "after" not in message:
         raise FeedCorruptError(f"{where}: a resolved message in a data file")
     if "key" not in message:
@@ -129,21 +141,28 @@ def parse_line(line: bytes | str, where: str) -> dict[str, Any]:
     if not isinstance(message["key"], list):
         raise FeedCorruptError(f"{where}: key must be a JSON array of the primary key's values")
     if "updated" not in message:
-        raise FeedCorruptError(f"{where}: a message without updated: the changefeed was created without the "
-                               f"updated option, so duplicates cannot be told from changes; {RECREATE}")
+        raise FeedCorruptError(
+            f"{where}: a message without updated: the changefeed was created without the "
+            f"updated option, so duplicates cannot be told from changes; {RECREATE}"
+        )
     if "after" not in message:
         raise FeedCorruptError(f"{where}: a message without after")
     after = message["after"]
     if after is not None and not isinstance(after, dict):
         raise FeedCorruptError(f"{where}: after must be an object or null")
     if not isinstance(message["updated"], str):
-        raise FeedCorruptError(f"{where}: updated must be a string \"<wall>.<logical>\", got {message['updated']}")
+        raise FeedCorruptError(f'{where}: updated must be a string "<wall>.<logical>", got {message["updated"]}')
     try:
         stamp = Hlc.parse(message["updated"])
     except ValueError as exc:
         raise FeedCorruptError(f"{where}: {exc}") from None
-    return {"key": _json(message["key"]), "updated": str(stamp), "wall": stamp.wall, "logical": stamp.logical,
-            "after": after}
+    return {
+        "key": _json(message["key"]),
+        "updated": str(stamp),
+        "wall": stamp.wall,
+        "logical": stamp.logical,
+        "after": after,
+    }
 
 
 def _stream_errors() -> tuple[type[BaseException], ...]:
@@ -173,8 +192,9 @@ def _open_text(store: Store, key: str, compression: str | None):
     return handle
 
 
-def ndjson_messages(store: Store, key: str, topic: str, schema_id: int,
-                    compression: str | None) -> Iterator[pa.RecordBatch]:
+def ndjson_messages(
+    store: Store, key: str, topic: str, schema_id: int, compression: str | None
+) -> Iterator[pa.RecordBatch]:
     """The messages of one ndjson (optionally gzip or zstd) file, in batches of :data:`MESSAGE_SCHEMA`."""
     url = store.url(key)
     rows: list[dict] = []
@@ -192,8 +212,10 @@ def ndjson_messages(store: Store, key: str, topic: str, schema_id: int,
     except FeedCorruptError:
         raise
     except _STREAM_ERRORS as exc:  # a truncated or corrupt gzip / zstd stream
-        raise FeedCorruptError(f"{url}: corrupt or truncated {compression or 'ndjson'} file after line {number} "
-                               f"({type(exc).__name__}: {exc})") from None
+        raise FeedCorruptError(
+            f"{url}: corrupt or truncated {compression or 'ndjson'} file after line {number} "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
     if rows:
         yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
 
@@ -208,12 +230,21 @@ def _row(message: dict, topic: str, schema_id: int, key: str, line: int) -> dict
                 values[column] = None
             else:
                 values[column], kinds[column] = _literal(value)
-    return {"topic": topic, "schemaId": schema_id, "file": key, "line": line, "deleted": after is None,
-            "values": values, "kinds": kinds, **message}
+    return {
+        "topic": topic,
+        "schemaId": schema_id,
+        "file": key,
+        "line": line,
+        "deleted": after is None,
+        "values": values,
+        "kinds": kinds,
+        **message,
+    }
 
 
-def parquet_messages(store: Store, key: str, topic: str, schema_id: int,
-                     key_columns: list[str]) -> Iterator[pa.RecordBatch]:
+def parquet_messages(
+    store: Store, key: str, topic: str, schema_id: int, key_columns: list[str]
+) -> Iterator[pa.RecordBatch]:
     """The messages of one parquet file (read natively by pyarrow): its table columns, then
     ``__crdb__event_type`` (c, u or d) and ``__crdb__updated``. Parquet rows carry no key array, so the
     topic's primary key columns come from the job's ``--parquet-keys``."""
@@ -221,8 +252,10 @@ def parquet_messages(store: Store, key: str, topic: str, schema_id: int,
 
     url = store.url(key)
     if not key_columns:
-        raise FeedCorruptError(f"{url}: a parquet file does not say which columns form the primary key; give "
-                               f"them with --parquet-keys {topic}=COL[,COL]")
+        raise FeedCorruptError(
+            f"{url}: a parquet file does not say which columns form the primary key; give "
+            f"them with --parquet-keys {topic}=COL[,COL]"
+        )
     with store.open(key) as handle:
         try:
             parquet = pq.ParquetFile(handle)
@@ -230,8 +263,9 @@ def parquet_messages(store: Store, key: str, topic: str, schema_id: int,
             raise FeedCorruptError(f"{url}: not a valid parquet file ({type(exc).__name__}: {exc})") from None
         names = parquet.schema_arrow.names
         if "__crdb__updated" not in names:
-            raise FeedCorruptError(f"{url}: no __crdb__updated column: the changefeed was created without the "
-                                   f"updated option; {RECREATE}")
+            raise FeedCorruptError(
+                f"{url}: no __crdb__updated column: the changefeed was created without the updated option; {RECREATE}"
+            )
         missing = [c for c in key_columns + ["__crdb__event_type"] if c not in names]
         if missing:
             raise FeedCorruptError(f"{url}: no column(s) {', '.join(missing)}")
@@ -247,10 +281,13 @@ def parquet_messages(store: Store, key: str, topic: str, schema_id: int,
                         stamp = Hlc.parse(str(record["__crdb__updated"]))
                     except ValueError as exc:
                         raise FeedCorruptError(f"{where}: {exc}") from None
-                    message = {"key": _json([record[c] for c in key_columns]), "updated": str(stamp),
-                               "wall": stamp.wall, "logical": stamp.logical,
-                               "after": None if record["__crdb__event_type"] == "d" else
-                               {c: record[c] for c in columns}}
+                    message = {
+                        "key": _json([record[c] for c in key_columns]),
+                        "updated": str(stamp),
+                        "wall": stamp.wall,
+                        "logical": stamp.logical,
+                        "after": None if record["__crdb__event_type"] == "d" else {c: record[c] for c in columns},
+                    }
                     rows.append(_row(message, topic, schema_id, key, line))
                 if rows:
                     yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
@@ -266,8 +303,9 @@ def decode_files(rows: Iterable[dict]) -> Iterator[pa.RecordBatch]:
     for row in rows:
         store = stores.setdefault(row["root"], Store(row["root"]))
         if row["format"] == "parquet":
-            yield from parquet_messages(store, row["key"], row["topic"], row["schemaId"],
-                                        [c for c in (row["keyColumns"] or "").split(",") if c])
+            yield from parquet_messages(
+                store, row["key"], row["topic"], row["schemaId"], [c for c in (row["keyColumns"] or "").split(",") if c]
+            )
         else:
             yield from ndjson_messages(store, row["key"], row["topic"], row["schemaId"], row["compression"])
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Iterator
 
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.errors import FeedConfigError, FeedCorruptError, FeedError, WindowNotReadyError
@@ -28,7 +28,8 @@ from lakefeed.storage import StoreBase
 
 _DATA = re.compile(
     r"^(?P<ts>\d{33})-(?:\$[0-9A-Za-z]+-)?(?P<session>[0-9A-Za-z]+)-(?P<node>\d+)-(?P<sink>\d+)-(?P<file>[0-9a-f]{8,})"
-    r"-(?P<topic>.+)-(?P<schema>[0-9a-f]+)\.(?P<format>ndjson|parquet|csv)(?P<compression>\.gz|\.zst)?$")
+    r"-(?P<topic>.+)-(?P<schema>[0-9a-f]+)\.(?P<format>ndjson|parquet|csv)(?P<compression>\.gz|\.zst)?$"
+)
 _RESOLVED = re.compile(r"^(?P<ts>\d{33})\.RESOLVED$")
 _CHANGEFEED_FILE = re.compile(r"\.(ndjson|parquet|csv|RESOLVED)(\.gz|\.zst)?$")
 _DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
@@ -41,13 +42,13 @@ SUPPORTED_FORMATS = ("ndjson", "parquet")
 class SinkFile:
     """One file of the sink: a data file of one topic and schema version, or a RESOLVED file."""
 
-    key: str                        # relative to the sink root, partition folders included
-    kind: str                       # DATA or RESOLVED
-    timestamp: Hlc                  # from the name: a lower bound of its rows' updated (data), or the resolved ts
+    key: str  # relative to the sink root, partition folders included
+    kind: str  # DATA or RESOLVED
+    timestamp: Hlc  # from the name: a lower bound of its rows' updated (data), or the resolved ts
     size: int
     topic: str | None = None
     schema_id: int | None = None
-    format: str | None = None       # ndjson | parquet
+    format: str | None = None  # ndjson | parquet
     compression: str | None = None  # gzip | zstd | None
 
     @property
@@ -66,17 +67,29 @@ def parse_file(key: str, size: int, where: str) -> SinkFile | None:
     data = _DATA.match(name)
     if data:
         if data["format"] == "csv":
-            raise FeedConfigError(f"{where}: a CSV changefeed file; CSV feeds carry no key, updated or RESOLVED "
-                                  f"files. Create the changefeed with format=json (the default) or parquet")
+            raise FeedConfigError(
+                f"{where}: a CSV changefeed file; CSV feeds carry no key, updated or RESOLVED "
+                f"files. Create the changefeed with format=json (the default) or parquet"
+            )
         compression = {".gz": "gzip", ".zst": "zstd", None: None}[data["compression"]]
         if data["format"] == "parquet" and compression:
             raise FeedCorruptError(f"{where}: a parquet changefeed file compresses its pages, not the file")
-        return SinkFile(key, DATA, Hlc.from_file_timestamp(data["ts"]), size, topic=data["topic"],
-                        schema_id=int(data["schema"], 16), format=data["format"], compression=compression)
+        return SinkFile(
+            key,
+            DATA,
+            Hlc.from_file_timestamp(data["ts"]),
+            size,
+            topic=data["topic"],
+            schema_id=int(data["schema"], 16),
+            format=data["format"],
+            compression=compression,
+        )
     if _CHANGEFEED_FILE.search(name):
-        raise FeedCorruptError(f"{where}: not a changefeed file name this reader knows "
-                               f"(<33-digit timestamp>-<uniquer>-<topic>-<hex schema id>.<format>, or "
-                               f"<33-digit timestamp>.RESOLVED)")
+        raise FeedCorruptError(
+            f"{where}: not a changefeed file name this reader knows "
+            f"(<33-digit timestamp>-<uniquer>-<topic>-<hex schema id>.<format>, or "
+            f"<33-digit timestamp>.RESOLVED)"
+        )
     return None
 
 
@@ -84,9 +97,11 @@ def require_sink(store: StoreBase) -> None:
     """Refuse a sink root with nothing at all under it (a wrong path, container or account, or a changefeed
     that never wrote there): waiting for a RESOLVED file there would only end, green, in an empty run."""
     if not store.list(""):
-        raise FeedError(f"the changefeed sink {store.url('')} holds nothing at all (no date folder, no file): set "
-                        f"sink_root to the location the changefeed writes to (CREATE CHANGEFEED … INTO …, with the "
-                        f"container's root or its path), read through the storage account's connection")
+        raise FeedError(
+            f"the changefeed sink {store.url('')} holds nothing at all (no date folder, no file): set "
+            f"sink_root to the location the changefeed writes to (CREATE CHANGEFEED … INTO …, with the "
+            f"container's root or its path), read through the storage account's connection"
+        )
 
 
 def list_sink(store: StoreBase, since: Hlc | None = None) -> list[SinkFile]:
@@ -132,8 +147,10 @@ def resolved_value(store: StoreBase, file: SinkFile) -> Hlc:
             value = document["resolved"] if "resolved" in document else document["__crdb__"]["resolved"]
         stamp = Hlc.parse(value)
     except Exception as exc:  # JSON, parquet and HLC errors alike: the file is not a RESOLVED file
-        raise FeedCorruptError(f"{url}: not a valid RESOLVED file (expected {{\"resolved\": \"<wall>.<logical>\"}}: "
-                               f"{type(exc).__name__}: {exc})") from None
+        raise FeedCorruptError(
+            f'{url}: not a valid RESOLVED file (expected {{"resolved": "<wall>.<logical>"}}: '
+            f"{type(exc).__name__}: {exc})"
+        ) from None
     if stamp != file.timestamp:
         raise FeedCorruptError(f"{url}: holds resolved {stamp} but its name says {file.timestamp}")
     return stamp
@@ -145,18 +162,22 @@ class SinkRange:
 
     after: SinkFile | None
     through: SinkFile
-    files: list[SinkFile]           # in key order
-    late: list[SinkFile]            # named before ``after`` but not applied yet (the known naming bugs)
+    files: list[SinkFile]  # in key order
+    late: list[SinkFile]  # named before ``after`` but not applied yet (the known naming bugs)
 
     @property
     def bytes(self) -> int:
         return sum(f.size for f in self.files)
 
     def describe(self) -> dict:
-        return {"afterResolved": str(self.after.timestamp) if self.after else None,
-                "throughResolved": str(self.through.timestamp), "files": len(self.files),
-                "lateFiles": [f.key for f in self.late], "bytes": self.bytes,
-                "topics": sorted({f.topic for f in self.files})}
+        return {
+            "afterResolved": str(self.after.timestamp) if self.after else None,
+            "throughResolved": str(self.through.timestamp),
+            "files": len(self.files),
+            "lateFiles": [f.key for f in self.late],
+            "bytes": self.bytes,
+            "topics": sorted({f.topic for f in self.files}),
+        }
 
 
 def _resolved_at(files: list[SinkFile], stamp: Hlc, what: str, root: str) -> SinkFile:
@@ -164,12 +185,15 @@ def _resolved_at(files: list[SinkFile], stamp: Hlc, what: str, root: str) -> Sin
         if file.kind == RESOLVED and file.timestamp == stamp:
             return file
     newest = max((f.timestamp for f in files if f.kind == RESOLVED), default=None)
-    raise WindowNotReadyError(f"{root} has no RESOLVED file at {what} {stamp} (newest resolved: {newest}); the "
-                              f"changefeed has not resolved it, or it is not this changefeed's")
+    raise WindowNotReadyError(
+        f"{root} has no RESOLVED file at {what} {stamp} (newest resolved: {newest}); the "
+        f"changefeed has not resolved it, or it is not this changefeed's"
+    )
 
 
-def plan_range(files: list[SinkFile], after: Hlc | None, through: Hlc, root: str,
-               applied: set[str] = frozenset()) -> SinkRange:
+def plan_range(
+    files: list[SinkFile], after: Hlc | None, through: Hlc, root: str, applied: set[str] = frozenset()
+) -> SinkRange:
     """The data files after the RESOLVED file at ``after`` (from the first file when None) and before the
     one at ``through``; plus files named before ``after`` that ``applied`` does not hold (late files)."""
     if after is not None and after >= through:

@@ -18,8 +18,12 @@ def latest_per_key(messages: DataFrame) -> DataFrame:
     is the same change emitted again, where the higher schema version (a backfill's re-emission), then the
     later file, then the later line wins. File order never decides between different ``updated``."""
     newest_first = Window.partitionBy("topic", "key").orderBy(
-        F.col("wall").desc(), F.col("logical").desc(), F.col("schemaId").desc(), F.col("file").desc(),
-        F.col("line").desc())
+        F.col("wall").desc(),
+        F.col("logical").desc(),
+        F.col("schemaId").desc(),
+        F.col("file").desc(),
+        F.col("line").desc(),
+    )
     return messages.withColumn("_rank", F.row_number().over(newest_first)).where("_rank = 1").drop("_rank")
 
 
@@ -59,8 +63,11 @@ def target_rows(latest: DataFrame, types: dict[str, str]) -> DataFrame:
 
 def cast_failures(latest: DataFrame, types: dict[str, str]) -> DataFrame:
     """Rows where a non-null value does not fit its column's type (it would be lost): file, line, column."""
-    checks = [F.when(F.col("values")[name].isNotNull() & F.col("values")[name].cast(kind).isNull(), F.lit(name))
-              for name, kind in types.items() if kind != "string"]
+    checks = [
+        F.when(F.col("values")[name].isNotNull() & F.col("values")[name].cast(kind).isNull(), F.lit(name))
+        for name, kind in types.items()
+        if kind != "string"
+    ]
     if not checks:
         return latest.limit(0).select("file", "line", F.lit(None).cast("string").alias("column"))
     return latest.select("file", "line", F.coalesce(*checks).alias("column")).where(F.col("column").isNotNull())

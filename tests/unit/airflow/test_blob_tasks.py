@@ -10,21 +10,21 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
-from lakefeed.blob.generator import FeedSpec, generate_feed  # noqa: E402
-from lakefeed.blob.timegrid import parse_time  # noqa: E402
-from lakefeed.assets import announced_in  # noqa: E402
-from lakefeed.checkpoint import BlobCheckpoint, TableMark  # noqa: E402
-from lakefeed.config import BlobPipelineConfig  # noqa: E402
-from lakefeed.errors import (  # noqa: E402
+from lakefeed.assets import announced_in
+from lakefeed.blob.generator import FeedSpec, generate_feed
+from lakefeed.blob.timegrid import parse_time
+from lakefeed.checkpoint import BlobCheckpoint, TableMark
+from lakefeed.config import BlobPipelineConfig
+from lakefeed.errors import (
     CheckpointMismatchError,
     ConfigError,
     FeedConfigError,
     FeedCorruptError,
     WindowNotReadyError,
 )
-from lakefeed_airflow import blob_tasks  # noqa: E402
-from lakefeed_airflow.runs import RunContext  # noqa: E402
-from tests.cells import file_store, job_outputs  # noqa: E402
+from lakefeed_airflow import blob_tasks
+from lakefeed_airflow.runs import RunContext
+from tests.cells import file_store, job_outputs
 
 DAG = "blob_changefeed_to_delta"
 
@@ -36,9 +36,13 @@ def run(run_id="scheduled__1", run_type="scheduled", start=None, end=None):
 @pytest.fixture
 def config(tmp_path):
     generate_feed(tmp_path / "feed", FeedSpec(hours=5, events_per_hour=10, gap_hours=()))  # lastConsumable 04:10
-    return BlobPipelineConfig(feed_root=str(tmp_path / "feed"), events_table=str(tmp_path / "events"),
-                              state_table=str(tmp_path / "state"),
-                              windows_per_batch=2, max_windows_per_run=5)
+    return BlobPipelineConfig(
+        feed_root=str(tmp_path / "feed"),
+        events_table=str(tmp_path / "events"),
+        state_table=str(tmp_path / "state"),
+        windows_per_batch=2,
+        max_windows_per_run=5,
+    )
 
 
 @pytest.fixture
@@ -49,8 +53,13 @@ def store(tmp_path):
 def finish(planned, index, **extra):
     """What a job leaves after its MERGEs committed: a summary naming its windows."""
     batch = blob_tasks.Batch.from_dict(planned["batches"][index])
-    summary = {"windows": blob_tasks._windows_of(batch), "eventsInserted": 1, "eventsTable":
-               planned["targetTables"]["events"], "stateTable": planned["targetTables"]["state"], **extra}
+    summary = {
+        "windows": blob_tasks._windows_of(batch),
+        "eventsInserted": 1,
+        "eventsTable": planned["targetTables"]["events"],
+        "stateTable": planned["targetTables"]["state"],
+        **extra,
+    }
     job_outputs(planned).summaries[index] = summary
 
 
@@ -71,35 +80,56 @@ def test_first_plan_batches_every_ready_window_up_to_the_cap(config):
         {"start": "2026-01-01T03:10:00Z", "end": "2026-01-01T04:10:00Z"},
     ]
     args = blob_tasks.job_arguments(planned)
-    assert args[1][:6] == ["--feed-root", config.feed_root, "--window-start", "2026-01-01T01:10:00Z",
-                           "--window-end", "2026-01-01T03:10:00Z"]
+    assert args[1][:6] == [
+        "--feed-root",
+        config.feed_root,
+        "--window-start",
+        "2026-01-01T01:10:00Z",
+        "--window-end",
+        "2026-01-01T03:10:00Z",
+    ]
     # The summary location is the submit task's to choose (LakefeedSparkSubmitOperator), not the plan's.
     assert args[1][-4:] == ["--decoder", "auto", "--pipeline-id", "lakefeed_blob_checkpoint"]
 
 
 def test_plan_resumes_from_the_watermark_and_refuses_a_regressing_feed(config):
-    checkpoint = BlobCheckpoint(watermark=parse_time("2026-01-01T03:10Z"), last_consumable=parse_time("2026-01-01T04:10Z"))
+    checkpoint = BlobCheckpoint(
+        watermark=parse_time("2026-01-01T03:10Z"), last_consumable=parse_time("2026-01-01T04:10Z")
+    )
     assert blob_tasks.plan(config, checkpoint, {}, run())["batches"] == [
-        {"start": "2026-01-01T03:10:00Z", "end": "2026-01-01T04:10:00Z"}]
+        {"start": "2026-01-01T03:10:00Z", "end": "2026-01-01T04:10:00Z"}
+    ]
     ahead = BlobCheckpoint(watermark=checkpoint.watermark, last_consumable=parse_time("2026-01-02T00:10Z"))
     with pytest.raises(FeedCorruptError, match="moved backwards"):
         blob_tasks.plan(config, ahead, {}, run())
 
 
 def test_backfill_plan_is_exactly_the_range_and_bad_params_are_refused(config):
-    planned = blob_tasks.plan(config, BlobCheckpoint(), {"window_start": "2026-01-01T00:10Z",
-                                                         "window_end": "2026-01-01T01:10:00Z"}, run("manual__1", "manual"))
+    planned = blob_tasks.plan(
+        config,
+        BlobCheckpoint(),
+        {"window_start": "2026-01-01T00:10Z", "window_end": "2026-01-01T01:10:00Z"},
+        run("manual__1", "manual"),
+    )
     assert planned["kind"] == "backfill" and planned["batches"] == [
-        {"start": "2026-01-01T00:10:00Z", "end": "2026-01-01T01:10:00Z"}]
+        {"start": "2026-01-01T00:10:00Z", "end": "2026-01-01T01:10:00Z"}
+    ]
     cases = [
         ({"window_start": "2026-01-01T00:10Z"}, ConfigError, "both window_start and window_end"),
         ({"window_end": "2026-01-01T00:10Z"}, ConfigError, "both window_start and window_end"),
-        ({"window_start": "yesterday", "window_end": "2026-01-01T01:10Z"}, ConfigError, "window_start 'yesterday' is not a time"),
+        (
+            {"window_start": "yesterday", "window_end": "2026-01-01T01:10Z"},
+            ConfigError,
+            "window_start 'yesterday' is not a time",
+        ),
         ({"window_start": "2026-01-01T02:10Z", "window_end": "2026-01-01T01:10Z"}, ConfigError, "must be after"),
         ({"window_start": "2026-01-01T00:00Z", "window_end": "2026-01-01T01:10Z"}, FeedConfigError, "minute 10"),
         ({"window_start": "2026-01-01T00:10Z", "window_end": "2026-01-01T09:10Z"}, WindowNotReadyError, "not ready"),
-        ({"window_start": "2026-01-01T00:10Z", "window_end": "2026-01-01T01:10Z", "reset_checkpoint": True},
-         ConfigError, "not both"),
+        (
+            {"window_start": "2026-01-01T00:10Z", "window_end": "2026-01-01T01:10Z", "reset_checkpoint": True},
+            ConfigError,
+            "not both",
+        ),
     ]
     for params, error, message in cases:
         with pytest.raises(error, match=message):
@@ -107,18 +137,23 @@ def test_backfill_plan_is_exactly_the_range_and_bad_params_are_refused(config):
 
 
 def test_an_airflow_backfill_run_re_processes_the_window_of_its_data_interval(config):
-    planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run("backfill__1", "backfill", "2026-01-01T01:00Z",
-                                                                "2026-01-01T02:00Z"))
+    planned = blob_tasks.plan(
+        config, BlobCheckpoint(), {}, run("backfill__1", "backfill", "2026-01-01T01:00Z", "2026-01-01T02:00Z")
+    )
     assert planned["kind"] == "backfill" and planned["batches"] == [
-        {"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T02:10:00Z"}]
+        {"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T02:10:00Z"}
+    ]
     with pytest.raises(WindowNotReadyError, match="not ready"):
         blob_tasks.plan(config, BlobCheckpoint(), {}, run("b", "backfill", "2026-01-01T04:00Z", "2026-01-01T05:00Z"))
     with pytest.raises(ConfigError, match="no data interval"):  # a trigger timetable's point-in-time run
         blob_tasks.plan(config, BlobCheckpoint(), {}, run("b", "backfill", "2026-01-01T01:00Z", "2026-01-01T01:00Z"))
     with pytest.raises(ConfigError, match="one of Airflow's Backfill runs"):
-        blob_tasks.plan(config, BlobCheckpoint(), {"window_start": "2026-01-01T00:10Z",
-                                                   "window_end": "2026-01-01T01:10Z"},
-                        run("b", "backfill", "2026-01-01T01:00Z", "2026-01-01T02:00Z"))
+        blob_tasks.plan(
+            config,
+            BlobCheckpoint(),
+            {"window_start": "2026-01-01T00:10Z", "window_end": "2026-01-01T01:10Z"},
+            run("b", "backfill", "2026-01-01T01:00Z", "2026-01-01T02:00Z"),
+        )
 
 
 def test_commit_advances_over_the_finished_prefix_then_completes_on_retry(config, store):
@@ -161,8 +196,12 @@ def test_a_backfill_never_creates_nor_moves_the_checkpoint(config, store, stored
     if stored:
         store.update(lambda cp: cp.moved(watermark=parse_time(stored), last_consumable=parse_time(stored)))
     before = store.load()
-    planned = blob_tasks.plan(config, before, {"window_start": "2026-01-01T01:10Z",
-                                               "window_end": "2026-01-01T03:10Z"}, run("manual__3", "manual"))
+    planned = blob_tasks.plan(
+        config,
+        before,
+        {"window_start": "2026-01-01T01:10Z", "window_end": "2026-01-01T03:10Z"},
+        run("manual__3", "manual"),
+    )
     finish(planned, 0)
     report = blob_tasks.commit(store, planned, job_outputs(planned), "manual__3")
     assert store.load() == before and report["checkpointMoved"] is False
@@ -200,8 +239,10 @@ def test_targets_dropped_or_recreated_behind_the_checkpoint_are_refused(config, 
     blob_tasks.plan(config, recorded, {}, run("r2"))  # same tables: fine
 
     shutil.rmtree(config.state_table)
-    with pytest.raises(CheckpointMismatchError, match=f"state table {config.state_table} holds its work, but there "
-                                                      "is no Delta table there"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=f"state table {config.state_table} holds its work, but there is no Delta table there",
+    ):
         blob_tasks.plan(config, recorded, {}, run("r3"))
     write_deltalake(config.state_table, pa.table({"id": [2]}))
     with pytest.raises(CheckpointMismatchError, match="dropped and\\s+recreated"):
@@ -237,8 +278,11 @@ def test_segments_lost_to_retention_are_refused_until_acknowledged_and_the_commi
 
     _drop_segment(config, "2026-01-01T00:10Z")
     _drop_segment(config, "2026-01-01T01:10Z")
-    with pytest.raises(DataLossError, match=r"windows 2026-01-01T01:10:00Z \.\. 2026-01-01T03:10:00Z .*"
-                                            r"acknowledge_data_loss=true"):
+    with pytest.raises(
+        DataLossError,
+        match=r"windows 2026-01-01T01:10:00Z \.\. 2026-01-01T03:10:00Z .*"
+        r"acknowledge_data_loss=true",
+    ):
         blob_tasks.plan(small, recorded, {}, run("r2"))
     planned = blob_tasks.plan(small, recorded, {"acknowledge_data_loss": True}, run("r3"))
     assert planned["dataLoss"]["windows"] == ["2026-01-01T01:10:00Z", "2026-01-01T03:10:00Z"]
@@ -255,12 +299,16 @@ def test_the_commit_works_from_the_plans_configuration_not_the_variable_as_edite
     planned = blob_tasks.plan(config, BlobCheckpoint(), {}, run())
     edited = BlobPipelineConfig(**{**config.__dict__, "events_table": str(tmp_path / "elsewhere")})
     assert blob_tasks.planned_config(planned) == config != edited
-    assert all(args[args.index("--events-table") + 1] == config.events_table
-               for args in blob_tasks.job_arguments(planned))
+    assert all(
+        args[args.index("--events-table") + 1] == config.events_table for args in blob_tasks.job_arguments(planned)
+    )
     # A summary of a job that wrote elsewhere is not credited to the plan.
     batch = blob_tasks.Batch.from_dict(planned["batches"][0])
-    summary = {"windows": blob_tasks._windows_of(batch), "eventsTable": edited.events_table,
-               "stateTable": config.state_table}
+    summary = {
+        "windows": blob_tasks._windows_of(batch),
+        "eventsTable": edited.events_table,
+        "stateTable": config.state_table,
+    }
     assert not blob_tasks._belongs(summary, planned["batches"][0], planned["targetTables"])
 
 
@@ -269,8 +317,12 @@ def job_commit(table: str, pipeline_id: str, windows: list[str]) -> None:
     from deltalake import CommitProperties, write_deltalake
 
     tags = json.dumps({"pipelineId": pipeline_id, "pipeline": "blob_changefeed", "windows": windows})
-    write_deltalake(table, pa.table({"id": [1]}), mode="append",
-                    commit_properties=CommitProperties(custom_metadata={"userMetadata": tags}))
+    write_deltalake(
+        table,
+        pa.table({"id": [1]}),
+        mode="append",
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": tags}),
+    )
 
 
 def announced_commits(report) -> dict[str, list[int]]:
@@ -337,15 +389,21 @@ def test_asset_events_come_from_the_ledger_once_each_whatever_the_runs_did(confi
 
     # A backfill's commit step announces its own entries, without moving the watermark.
     watermark = store.load().watermark
-    backfill = blob_tasks.plan(config, store.load(), {"window_start": "2026-01-01T01:10Z",
-                                                      "window_end": "2026-01-01T02:10Z"}, run("manual__6", "manual"))
+    backfill = blob_tasks.plan(
+        config,
+        store.load(),
+        {"window_start": "2026-01-01T01:10Z", "window_end": "2026-01-01T02:10Z"},
+        run("manual__6", "manual"),
+    )
     finish(backfill, 0, eventsInserted=7, eventsTableVersion=4)  # its job reported its commit's rows
     job_commit(events, pipeline_id, ["2026-01-01T01:10:00Z"])
     report = succeeded(blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7", airflow_events))
     assert announced_commits(report) == {events: [4]} and report["targetsChanged"][0]["extra"]["rowsInserted"] == 7
     assert store.load().announced[events].version == 3  # up to the one announced now, not past it
-    assert blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7 cleared", airflow_events)[
-        "targetsChanged"] == []
+    assert (
+        blob_tasks.commit(store, backfill, job_outputs(backfill), "manual__7 cleared", airflow_events)["targetsChanged"]
+        == []
+    )
     assert store.load().watermark == watermark and store.load().announced[events].version == 4  # now past it
 
 
@@ -353,10 +411,15 @@ def reported_job_commit(table: str, pipeline_id: str, windows: list[str], token:
     """A job's commit as its summary reports it (:func:`lakefeed.delta.reported_commit`)."""
     from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-    tags = json.dumps({"pipelineId": pipeline_id, "pipeline": "blob_changefeed", "windows": windows,
-                       "commitToken": token})
-    write_deltalake(table, pa.table({"id": [1]}), mode="append",
-                    commit_properties=CommitProperties(custom_metadata={"userMetadata": tags}))
+    tags = json.dumps(
+        {"pipelineId": pipeline_id, "pipeline": "blob_changefeed", "windows": windows, "commitToken": token}
+    )
+    write_deltalake(
+        table,
+        pa.table({"id": [1]}),
+        mode="append",
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": tags}),
+    )
     return {"table": table, "version": DeltaTable(table).version(), "token": token}
 
 
@@ -364,9 +427,14 @@ def jobs_committed(config, planned, run_id: str) -> None:
     """Every batch of ``planned`` committed to both tables, as its job would, and reported it."""
     for index, batch in enumerate(planned["batches"]):
         windows = blob_tasks._windows_of(blob_tasks.Batch.from_dict(batch))
-        finish(planned, index, commits=[reported_job_commit(table, config.checkpoint_variable, windows,
-                                                            f"{run_id}-{index}-{table}")
-                                        for table in (config.events_table, config.state_table)])
+        finish(
+            planned,
+            index,
+            commits=[
+                reported_job_commit(table, config.checkpoint_variable, windows, f"{run_id}-{index}-{table}")
+                for table in (config.events_table, config.state_table)
+            ],
+        )
 
 
 def test_a_target_recreated_after_the_jobs_committed_is_refused_and_the_checkpoint_stays(config, store):
@@ -388,10 +456,14 @@ def test_a_target_recreated_after_the_jobs_committed_is_refused_and_the_checkpoi
 
     for rows in ([7], [8], [9], [10], [11]):
         write_deltalake(config.state_table, pa.table({"id": rows}), mode="append")
-    with pytest.raises(CheckpointMismatchError, match=(
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=(
             f"checkpoint {store.where} was left as it was: the targets' logs do not hold what this run's jobs "
             f"committed: the job committed version \\d+ of {config.state_table}, but version \\d+ there now is "
-            "WRITE by another writer")):
+            "WRITE by another writer"
+        ),
+    ):
         blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__2")
     assert store.load() == recorded  # position, target marks and announcements as they were
     with pytest.raises(CheckpointMismatchError, match="dropped and\\s+recreated"):
@@ -414,15 +486,19 @@ def test_rows_another_writer_changed_after_the_checkpoint_are_refused_until_adop
 
     # Another tool deletes rows of the state table: the next run is refused, naming the commit and the writer.
     DeltaTable(config.state_table).delete("id = 1")
-    with pytest.raises(CheckpointMismatchError, match=(
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=(
             f"says the target {config.state_table} holds only this pipeline's work through version {mark}, but since "
             f"then version {mark + 2} \\(DELETE\\) changed its rows, written by another writer \\(delta-rs.*"
-            "adopt_targets=true")):
+            "adopt_targets=true"
+        ),
+    ):
         blob_tasks.plan(config, recorded, {}, run("scheduled__2"))
 
     # Adopted: the run goes on and the checkpoint records the tables as they are now.
     planned = blob_tasks.plan(config, recorded, {"adopt_targets": True}, run("scheduled__3"))
-    for index, batch in enumerate(planned["batches"]):
+    for index, _batch in enumerate(planned["batches"]):
         finish(planned, index)
     blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__3")
     assert store.load().targets[config.state_table].version == DeltaTable(config.state_table).version()
@@ -431,12 +507,15 @@ def test_rows_another_writer_changed_after_the_checkpoint_are_refused_until_adop
     # Rows another writer appends while a run's jobs run: the commit step refuses them and moves nothing.
     generate_feed(Path(config.feed_root), FeedSpec(hours=9, events_per_hour=10, gap_hours=()))
     planned = blob_tasks.plan(config, adopted, {}, run("scheduled__4"))
-    for index, batch in enumerate(planned["batches"]):
+    for index, _batch in enumerate(planned["batches"]):
         finish(planned, index)
     write_deltalake(config.events_table, pa.table({"id": [99]}), mode="append")
-    with pytest.raises(CheckpointMismatchError, match=f"was left as it was: the target {config.events_table} changed "
-                                                      "under this run: since version \\d+, where the run's plan saw "
-                                                      "it, version \\d+ \\(WRITE\\) changed its rows"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=f"was left as it was: the target {config.events_table} changed "
+        "under this run: since version \\d+, where the run's plan saw "
+        "it, version \\d+ \\(WRITE\\) changed its rows",
+    ):
         blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__4")
     assert store.load() == adopted
 
@@ -456,9 +535,13 @@ def test_a_target_dropped_after_the_plan_and_made_anew_by_the_jobs_is_refused(co
     seen = planned["targetMarks"][config.state_table]["version"]
     shutil.rmtree(config.state_table)
     jobs_committed(config, planned, "scheduled__2")
-    with pytest.raises(CheckpointMismatchError, match=(
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=(
             f"the target {config.state_table} changed under this run: since version {seen}, where the run's plan "
-            f"saw it, it is at version 0, below version {seen} it was at")):
+            f"saw it, it is at version 0, below version {seen} it was at"
+        ),
+    ):
         blob_tasks.commit(store, planned, job_outputs(planned), "scheduled__2")
     assert store.load() == recorded
 

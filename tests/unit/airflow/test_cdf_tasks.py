@@ -4,7 +4,7 @@ summary files and the real compare-and-set store over a file cell."""
 import json
 import shutil
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,15 +13,15 @@ from deltalake import write_deltalake
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
-from lakefeed.checkpoint import CdfCheckpoint  # noqa: E402
-from lakefeed.config import CdfConfig, CdfPipeline  # noqa: E402
-from lakefeed.deltalog import DeltaLog  # noqa: E402
-from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError  # noqa: E402
-from lakefeed.storage import Store  # noqa: E402
-from lakefeed_airflow import cdf_tasks  # noqa: E402
-from lakefeed_airflow.runs import RunContext  # noqa: E402
-from lakefeed_airflow.triggers import sources_behind  # noqa: E402
-from tests.cells import file_store, job_outputs  # noqa: E402
+from lakefeed.checkpoint import CdfCheckpoint
+from lakefeed.config import CdfConfig, CdfPipeline
+from lakefeed.deltalog import DeltaLog
+from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError
+from lakefeed.storage import Store
+from lakefeed_airflow import cdf_tasks
+from lakefeed_airflow.runs import RunContext
+from lakefeed_airflow.triggers import sources_behind
+from tests.cells import file_store, job_outputs
 
 DAG = "delta_cdf_to_delta"
 CDF_ON = {"delta.enableChangeDataFeed": "true"}
@@ -39,9 +39,17 @@ def commit_versions(path, count, configuration=CDF_ON):
 @pytest.fixture
 def config(tmp_path):
     commit_versions(tmp_path / "source", 8)  # versions 0..7, change data feed on from version 0
-    return CdfConfig(pipelines=[CdfPipeline(name="orders", source_table=str(tmp_path / "source"),
-                                            target_table=str(tmp_path / "target"), keys=["id"],
-                                            versions_per_job=3)])
+    return CdfConfig(
+        pipelines=[
+            CdfPipeline(
+                name="orders",
+                source_table=str(tmp_path / "source"),
+                target_table=str(tmp_path / "target"),
+                keys=["id"],
+                versions_per_job=3,
+            )
+        ]
+    )
 
 
 @pytest.fixture
@@ -79,14 +87,25 @@ def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(c
     assert after.applied_version == 7 and report["pipelines"]["orders"]["lagVersions"] == 0
     assert after.source_id == DeltaLog(Store(config.pipelines[0].source_table)).table_id()
     args = cdf_tasks.job_arguments(planned)
-    assert args[1][-6:] == ["--starting-version", "3", "--ending-version", "5", "--pipeline-id",
-                              "lakefeed_cdf_checkpoint__orders"]
+    assert args[1][-6:] == [
+        "--starting-version",
+        "3",
+        "--ending-version",
+        "5",
+        "--pipeline-id",
+        "lakefeed_cdf_checkpoint__orders",
+    ]
 
 
 def test_first_run_of_a_source_whose_change_feed_came_late_is_a_full_refresh(tmp_path, store):
     commit_versions(tmp_path / "late", 2, configuration={})
-    config = CdfConfig(pipelines=[CdfPipeline(name="orders", source_table=str(tmp_path / "late"),
-                                              target_table=str(tmp_path / "t"), keys=["id"])])
+    config = CdfConfig(
+        pipelines=[
+            CdfPipeline(
+                name="orders", source_table=str(tmp_path / "late"), target_table=str(tmp_path / "t"), keys=["id"]
+            )
+        ]
+    )
     planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
     assert planned["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 1}]
     assert planned["pipelines"]["orders"]["kind"] == "reset"
@@ -96,8 +115,12 @@ def test_first_run_of_a_source_whose_change_feed_came_late_is_a_full_refresh(tmp
 
 
 def test_a_backfill_before_the_first_run_creates_no_checkpoint(config, store):
-    planned = cdf_tasks.plan(config, checkpoints(store), {"pipeline": "orders", "starting_version": 4,
-                                                          "ending_version": 5}, run("manual__1", "manual"))
+    planned = cdf_tasks.plan(
+        config,
+        checkpoints(store),
+        {"pipeline": "orders", "starting_version": 4, "ending_version": 5},
+        run("manual__1", "manual"),
+    )
     assert planned["kind"] == "backfill" and [(j["start"], j["end"]) for j in planned["jobs"]] == [(4, 5)]
     finish(planned, 0)
     report = commit(config, store, planned)
@@ -107,27 +130,43 @@ def test_a_backfill_before_the_first_run_creates_no_checkpoint(config, store):
 
 
 def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_version(config, store):
-    store.update(lambda cp: cp.moved(applied_version=7, source_id=DeltaLog(Store(config.pipelines[0].source_table))
-                                     .table_id(), source=config.pipelines[0].source_table))
-    planned = cdf_tasks.plan(config, checkpoints(store), {"full_refresh": True, "ending_version": 3},
-                             run("manual__2", "manual"))
+    store.update(
+        lambda cp: cp.moved(
+            applied_version=7,
+            source_id=DeltaLog(Store(config.pipelines[0].source_table)).table_id(),
+            source=config.pipelines[0].source_table,
+        )
+    )
+    planned = cdf_tasks.plan(
+        config, checkpoints(store), {"full_refresh": True, "ending_version": 3}, run("manual__2", "manual")
+    )
     assert planned["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 3}]
     finish(planned, 0, sourceTableId=store.load().source_id)
     report = commit(config, store, planned)
     assert store.load().applied_version == 3
     assert report["pipelines"]["orders"]["checkpointReset"] == {"from": 7, "to": 3}
     assert [(j["start"], j["end"]) for j in cdf_tasks.plan(config, checkpoints(store), {}, run("s"))["jobs"]] == [
-        (4, 6), (7, 7)]
+        (4, 6),
+        (7, 7),
+    ]
 
 
 def target_commit(config, **user_metadata):
     """A commit on the target, tagged as the CDF job of pipeline orders tags its MERGEs and full refreshes."""
     from deltalake import CommitProperties
 
-    write_deltalake(config.pipelines[0].target_table, pa.table({"id": [1]}), mode="append",
-                    commit_properties=CommitProperties(custom_metadata={"userMetadata": json.dumps(
-                        {"pipeline": "delta_cdf", "pipelineId": config.pipelines[0].checkpoint_variable,
-                         **user_metadata})}))
+    write_deltalake(
+        config.pipelines[0].target_table,
+        pa.table({"id": [1]}),
+        mode="append",
+        commit_properties=CommitProperties(
+            custom_metadata={
+                "userMetadata": json.dumps(
+                    {"pipeline": "delta_cdf", "pipelineId": config.pipelines[0].checkpoint_variable, **user_metadata}
+                )
+            }
+        ),
+    )
 
 
 @pytest.mark.parametrize("merged_after_refresh", [False, True])
@@ -140,17 +179,17 @@ def test_ranges_a_full_refresh_replaced_after_they_committed_are_not_credited(co
     store.update(lambda cp: cp.moved(applied_version=1, source_id=source_id, source=config.pipelines[0].source_table))
     planned = cdf_tasks.plan(config, checkpoints(store), {}, run("scheduled__2"))
     assert [(j["start"], j["end"]) for j in planned["jobs"]] == [(2, 4), (5, 7)]
-    target_commit(config, startingVersion=2, endingVersion=4)                    # target v0: job 0's MERGE
+    target_commit(config, startingVersion=2, endingVersion=4)  # target v0: job 0's MERGE
     finish(planned, 0, targetVersion=0, sourceTableId=source_id)
     if merged_after_refresh:
-        target_commit(config, fullRefreshVersion=5)                              # v1: the rebuild at 5
-        target_commit(config, startingVersion=5, endingVersion=7)                # v2: job 1 (reads 6..7)
+        target_commit(config, fullRefreshVersion=5)  # v1: the rebuild at 5
+        target_commit(config, startingVersion=5, endingVersion=7)  # v2: job 1 (reads 6..7)
         finish(planned, 1, targetVersion=2, sourceTableId=source_id)
     else:
-        target_commit(config, startingVersion=5, endingVersion=7)                # v1: job 1's MERGE
+        target_commit(config, startingVersion=5, endingVersion=7)  # v1: job 1's MERGE
         finish(planned, 1, targetVersion=1, sourceTableId=source_id)
-        target_commit(config, fullRefreshVersion=5)                              # v2: the rebuild at 5
-    store.update(lambda cp: cp.moved(applied_version=5))                         # the refresh's commit step
+        target_commit(config, fullRefreshVersion=5)  # v2: the rebuild at 5
+    store.update(lambda cp: cp.moved(applied_version=5))  # the refresh's commit step
     report = commit(config, store, planned)["pipelines"]["orders"]
     if merged_after_refresh:  # job 1 ran on the rebuilt table: 6..7 are in it
         assert store.load().applied_version == 7
@@ -177,11 +216,20 @@ def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(config, st
     shutil.rmtree(tmp_path / "source")
     commit_versions(tmp_path / "source", 3)  # a new table with a shorter history
     source = config.pipelines[0].source_table
-    with pytest.raises(CheckpointMismatchError, match=f"source table {source} is table .* but the table there now"
-                                                      ".*pipeline=orders and full_refresh=true"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=f"source table {source} is table .* but the table there now.*pipeline=orders and full_refresh=true",
+    ):
         cdf_tasks.plan(config, checkpoints(store), {}, run("s2"))
-    watched = [{"name": "orders", "source_table": source, "checkpoint_variable": "cp",
-                "applied_version": 7, "source_table_id": store.load().source_id}]
+    watched = [
+        {
+            "name": "orders",
+            "source_table": source,
+            "checkpoint_variable": "cp",
+            "applied_version": 7,
+            "source_table_id": store.load().source_id,
+        }
+    ]
     with pytest.raises(CheckpointMismatchError, match="dropped and recreated"):
         sources_behind(watched)  # the sensor refuses too, instead of waiting forever for version 8
     refresh = cdf_tasks.plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
@@ -201,23 +249,32 @@ def test_a_checkpoint_ahead_of_the_source_or_of_another_source_is_refused(config
         cdf_tasks.plan(config, other, {}, run())
 
 
-@pytest.mark.parametrize("params, error, message", [
-    ({"pipeline": "nope", "full_refresh": True}, ConfigError, "pipeline 'nope' is not configured: choose one of"),
-    ({"starting_version": 5}, ConfigError, "needs both starting_version and ending_version"),
-    ({"starting_version": 5, "ending_version": 2}, ConfigError, "ending_version 2 is before starting_version 5"),
-    ({"starting_version": 5, "ending_version": 99}, ChangeDataError, "beyond the latest version 7"),
-    ({"starting_version": -1, "ending_version": 3}, ConfigError, "starting_version -1 is negative"),
-    ({"full_refresh": True, "starting_version": 2}, ConfigError, "ending_version .* only"),
-    ({"full_refresh": True, "ending_version": 12}, ChangeDataError, "beyond the latest"),
-])
+@pytest.mark.parametrize(
+    "params, error, message",
+    [
+        ({"pipeline": "nope", "full_refresh": True}, ConfigError, "pipeline 'nope' is not configured: choose one of"),
+        ({"starting_version": 5}, ConfigError, "needs both starting_version and ending_version"),
+        ({"starting_version": 5, "ending_version": 2}, ConfigError, "ending_version 2 is before starting_version 5"),
+        ({"starting_version": 5, "ending_version": 99}, ChangeDataError, "beyond the latest version 7"),
+        ({"starting_version": -1, "ending_version": 3}, ConfigError, "starting_version -1 is negative"),
+        ({"full_refresh": True, "starting_version": 2}, ConfigError, "ending_version .* only"),
+        ({"full_refresh": True, "ending_version": 12}, ChangeDataError, "beyond the latest"),
+    ],
+)
 def test_bad_params_are_refused(config, store, params, error, message):
     with pytest.raises(error, match=message):
         cdf_tasks.plan(config, checkpoints(store), params, run("m", "manual"))
 
 
 def test_several_pipelines_need_the_pipeline_param_for_a_backfill(config, store, tmp_path):
-    two = CdfConfig(pipelines=[*config.pipelines, CdfPipeline(name="b", source_table=config.pipelines[0].source_table,
-                                                               target_table=str(tmp_path / "b"), keys=["id"])])
+    two = CdfConfig(
+        pipelines=[
+            *config.pipelines,
+            CdfPipeline(
+                name="b", source_table=config.pipelines[0].source_table, target_table=str(tmp_path / "b"), keys=["id"]
+            ),
+        ]
+    )
     with pytest.raises(ConfigError, match="names its pipeline: choose one of orders, b"):
         cdf_tasks.plan(two, {"orders": store.load(), "b": store.load()}, {"full_refresh": True}, run("m", "manual"))
 
@@ -226,12 +283,16 @@ def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interv
     delta_log = DeltaLog(Store(config.pipelines[0].source_table))
 
     def moment(version):
-        return datetime.fromtimestamp(delta_log.commit_timestamp(version) / 1000, tz=timezone.utc)
+        return datetime.fromtimestamp(delta_log.commit_timestamp(version) / 1000, tz=UTC)
 
     planned = cdf_tasks.plan(config, checkpoints(store), {}, run("backfill__1", "backfill", moment(2), moment(6)))
     assert planned["kind"] == "backfill" and [(j["start"], j["end"]) for j in planned["jobs"]] == [(2, 4), (5, 5)]
-    empty = cdf_tasks.plan(config, checkpoints(store), {}, run("b2", "backfill", datetime(2020, 1, 1, tzinfo=timezone.utc),
-                                                            datetime(2020, 1, 2, tzinfo=timezone.utc)))
+    empty = cdf_tasks.plan(
+        config,
+        checkpoints(store),
+        {},
+        run("b2", "backfill", datetime(2020, 1, 1, tzinfo=UTC), datetime(2020, 1, 2, tzinfo=UTC)),
+    )
     assert empty["jobs"] == []
     finish(planned, 0)
     finish(planned, 1)
@@ -257,8 +318,11 @@ def test_changed_keys_or_columns_are_refused_naming_old_and_new_until_a_full_ref
     commit(config, store, planned)
     assert (store.load().keys, store.load().columns) == (("id",), None)
     rekeyed = replace(config, pipelines=[replace(config.pipelines[0], keys=["id", "v"])])
-    with pytest.raises(CheckpointMismatchError, match=r"keys \[id\], but the configuration now says \[id, v\].*"
-                                                      r"full_refresh=true"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"keys \[id\], but the configuration now says \[id, v\].*"
+        r"full_refresh=true",
+    ):
         cdf_tasks.plan(rekeyed, checkpoints(store), {}, run("r2"))
     narrowed = replace(config, pipelines=[replace(config.pipelines[0], columns=["v"])])
     with pytest.raises(CheckpointMismatchError, match="columns all columns, but the configuration now says v"):
@@ -273,35 +337,56 @@ def test_changed_keys_or_columns_are_refused_naming_old_and_new_until_a_full_ref
 def test_a_missing_source_is_refused_by_the_plan_and_the_sensor_naming_it(tmp_path, store):
     from dataclasses import replace
 
-    config = CdfConfig(pipelines=[CdfPipeline(name="ghost", source_table=str(tmp_path / "nowhere"),
-                                              target_table=str(tmp_path / "t"), keys=["id"])])
-    for params, run_ in (({}, run()), ({"starting_version": 0, "ending_version": 1}, run("m", "manual")),
-                         ({"full_refresh": True}, run("m2", "manual"))):
+    config = CdfConfig(
+        pipelines=[
+            CdfPipeline(
+                name="ghost", source_table=str(tmp_path / "nowhere"), target_table=str(tmp_path / "t"), keys=["id"]
+            )
+        ]
+    )
+    for params, run_ in (
+        ({}, run()),
+        ({"starting_version": 0, "ending_version": 1}, run("m", "manual")),
+        ({"full_refresh": True}, run("m2", "manual")),
+    ):
         with pytest.raises(ChangeDataError, match=f"the source table {tmp_path / 'nowhere'} does not exist"):
             cdf_tasks.plan(config, {"ghost": store.load()}, params, run_)
     with pytest.raises(ChangeDataError, match="does not exist"):
-        sources_behind([{"name": "ghost", "source_table": str(tmp_path / "nowhere"), "checkpoint_variable": "v",
-                         "applied_version": None}])
+        sources_behind(
+            [
+                {
+                    "name": "ghost",
+                    "source_table": str(tmp_path / "nowhere"),
+                    "checkpoint_variable": "v",
+                    "applied_version": None,
+                }
+            ]
+        )
     assert replace(config).pipelines[0].name == "ghost"
 
 
 def test_versions_cleaned_from_the_log_are_refused_for_ranges_and_backfill_intervals(tmp_path, store):
-    from lakefeed.errors import DataLossError
-
     from deltalake import DeltaTable
+
+    from lakefeed.errors import DataLossError
 
     source = tmp_path / "source"
     commit_versions(source, 4)
     DeltaTable(str(source)).create_checkpoint()  # at version 3: the table stays readable without 0 and 1
     for version in (0, 1):
         (source / "_delta_log" / f"{version:020d}.json").unlink()
-    config = CdfConfig(pipelines=[CdfPipeline(name="orders", source_table=str(source),
-                                              target_table=str(tmp_path / "t"), keys=["id"])])
+    config = CdfConfig(
+        pipelines=[CdfPipeline(name="orders", source_table=str(source), target_table=str(tmp_path / "t"), keys=["id"])]
+    )
     with pytest.raises(DataLossError, match=f"versions 0..1 of {source} are no longer in its log"):
         cdf_tasks.plan(config, checkpoints(store), {"starting_version": 0, "ending_version": 3}, run("m", "manual"))
     cdf_tasks.plan(config, checkpoints(store), {"starting_version": 2, "ending_version": 3}, run("m2", "manual"))
-    interval = run("backfill__1", "backfill", datetime(2020, 1, 1, tzinfo=timezone.utc),
-                   datetime(2020, 1, 1, 1, tzinfo=timezone.utc))
+    interval = run(
+        "backfill__1",
+        "backfill",
+        datetime(2020, 1, 1, tzinfo=UTC),
+        datetime(2020, 1, 1, 1, tzinfo=UTC),
+    )
     with pytest.raises(DataLossError, match="versions 0..1 .* are no longer in its log"):  # before: nothing, green
         cdf_tasks.plan(config, checkpoints(store), {}, interval)
 
@@ -310,11 +395,17 @@ def test_a_commit_step_that_fails_after_one_pipelines_checkpoint_leaves_its_entr
     """Two pipelines: the first's checkpoint is written, then the second's update fails, so the task fails
     and Airflow drops the events it would have emitted: the first's marks never passed its entries (they
     move only past entries a recorded event names), so the next step announces them."""
-    two = CdfConfig(pipelines=[*config.pipelines, CdfPipeline(name="b", source_table=config.pipelines[0].source_table,
-                                                               target_table=str(tmp_path / "b"), keys=["id"])])
+    two = CdfConfig(
+        pipelines=[
+            *config.pipelines,
+            CdfPipeline(
+                name="b", source_table=config.pipelines[0].source_table, target_table=str(tmp_path / "b"), keys=["id"]
+            ),
+        ]
+    )
     other = file_store(tmp_path / "cp", CdfCheckpoint, "b")
     planned = cdf_tasks.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
-    for index, job in enumerate(planned["jobs"]):
+    for index, _job in enumerate(planned["jobs"]):
         finish(planned, index)
     target_commit(config, pipelineId="lakefeed_cdf_checkpoint__orders", startingVersion=0, endingVersion=2)
 
@@ -333,27 +424,50 @@ def test_a_commit_step_that_fails_after_one_pipelines_checkpoint_leaves_its_entr
     assert [c["extra"]["commits"] for c in report["targetsChanged"]] == [[0]]
 
 
-def test_a_pipeline_whose_target_lost_its_jobs_commits_keeps_its_checkpoint_and_the_others_move(config, store,
-                                                                                                   tmp_path):
+def test_a_pipeline_whose_target_lost_its_jobs_commits_keeps_its_checkpoint_and_the_others_move(
+    config, store, tmp_path
+):
     from deltalake import CommitProperties, DeltaTable
 
-    two = CdfConfig(pipelines=[*config.pipelines, CdfPipeline(name="b", source_table=config.pipelines[0].source_table,
-                                                               target_table=str(tmp_path / "b"), keys=["id"])])
+    two = CdfConfig(
+        pipelines=[
+            *config.pipelines,
+            CdfPipeline(
+                name="b", source_table=config.pipelines[0].source_table, target_table=str(tmp_path / "b"), keys=["id"]
+            ),
+        ]
+    )
     other = file_store(tmp_path / "cp", CdfCheckpoint, "b")
     planned = cdf_tasks.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
     variables = {"orders": "lakefeed_cdf_checkpoint__orders", "b": "lakefeed_cdf_checkpoint__b"}
     for index, job in enumerate(planned["jobs"]):
         target = two.pipeline(job["pipeline"]).target_table
         token = f"job-{index}"
-        write_deltalake(target, pa.table({"id": [index]}), mode="append", commit_properties=CommitProperties(
-            custom_metadata={"userMetadata": json.dumps({"pipelineId": variables[job["pipeline"]],
-                                                         "commitToken": token})}))
-        finish(planned, index, committed=True, targetVersion=DeltaTable(target).version(),
-               commits=[{"table": target, "version": DeltaTable(target).version(), "token": token}])
+        write_deltalake(
+            target,
+            pa.table({"id": [index]}),
+            mode="append",
+            commit_properties=CommitProperties(
+                custom_metadata={
+                    "userMetadata": json.dumps({"pipelineId": variables[job["pipeline"]], "commitToken": token})
+                }
+            ),
+        )
+        finish(
+            planned,
+            index,
+            committed=True,
+            targetVersion=DeltaTable(target).version(),
+            commits=[{"table": target, "version": DeltaTable(target).version(), "token": token}],
+        )
     shutil.rmtree(config.pipelines[0].target_table)  # the orders target is dropped before the commit step
-    with pytest.raises(CheckpointMismatchError, match=(
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=(
             "checkpoint Variable cp was left as it was: .* the job committed version 0 of .*/target, but there is no "
-            "Delta table there any more \\(dropped or moved\\)")) as refused:
+            "Delta table there any more \\(dropped or moved\\)"
+        ),
+    ) as refused:
         cdf_tasks.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r")
     assert store.load() == CdfCheckpoint()  # nothing recorded for the lost target
     assert other.load().applied_version == 7  # the other pipeline's jobs are in its target's log: it moved

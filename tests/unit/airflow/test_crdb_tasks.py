@@ -3,22 +3,22 @@ real summary files and the real compare-and-set store over a file cell."""
 
 import asyncio
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
-from lakefeed.checkpoint import CrdbCheckpoint  # noqa: E402
-from lakefeed.config import CrdbConfig  # noqa: E402
-from lakefeed.crdb.generator import SinkSpec, generate_sink  # noqa: E402
-from lakefeed.crdb.hlc import Hlc  # noqa: E402
-from lakefeed.errors import CheckpointMismatchError, ConfigError, WindowNotReadyError  # noqa: E402
-from lakefeed_airflow import crdb_tasks  # noqa: E402
-from lakefeed_airflow.runs import RunContext  # noqa: E402
-from lakefeed_airflow.triggers import ResolvedTimestampTrigger  # noqa: E402
-from tests.cells import file_store, job_outputs  # noqa: E402
+from lakefeed.checkpoint import CrdbCheckpoint
+from lakefeed.config import CrdbConfig
+from lakefeed.crdb.generator import SinkSpec, generate_sink
+from lakefeed.crdb.hlc import Hlc
+from lakefeed.errors import CheckpointMismatchError, ConfigError, WindowNotReadyError
+from lakefeed_airflow import crdb_tasks
+from lakefeed_airflow.runs import RunContext
+from lakefeed_airflow.triggers import ResolvedTimestampTrigger
+from tests.cells import file_store, job_outputs
 
 DAG = "cockroach_changefeed_to_delta"
 
@@ -34,8 +34,12 @@ def sink(tmp_path):
 
 @pytest.fixture
 def config(tmp_path, sink):
-    return CrdbConfig(sink_root=str(tmp_path / "sink"), target_root=str(tmp_path / "lake"),
- resolved_per_batch=2, max_batches_per_run=2)
+    return CrdbConfig(
+        sink_root=str(tmp_path / "sink"),
+        target_root=str(tmp_path / "lake"),
+        resolved_per_batch=2,
+        max_batches_per_run=2,
+    )
 
 
 @pytest.fixture
@@ -45,8 +49,13 @@ def store(tmp_path):
 
 def finish(planned, index):
     batch = planned["batches"][index]
-    summary = {"afterResolved": batch["after"], "throughResolved": batch["through"], "messagesRead": 10,
-               "topics": {}, "targetRoot": planned["targetRoot"]}
+    summary = {
+        "afterResolved": batch["after"],
+        "throughResolved": batch["through"],
+        "messagesRead": 10,
+        "topics": {},
+        "targetRoot": planned["targetRoot"],
+    }
     job_outputs(planned).summaries[index] = summary
 
 
@@ -71,16 +80,19 @@ def test_scheduled_runs_take_resolved_files_in_batches_from_the_first_file(confi
 
 def test_a_backfill_is_exactly_its_range_and_never_moves_the_checkpoint(config, store, sink):
     r = sink.resolved
-    planned = crdb_tasks.plan(config, store.load(), {"after_resolved": r[0], "through_resolved": r[2]},
-                              run("m", "manual"))
+    planned = crdb_tasks.plan(
+        config, store.load(), {"after_resolved": r[0], "through_resolved": r[2]}, run("m", "manual")
+    )
     assert planned["kind"] == "backfill" and planned["batches"] == [{"after": r[0], "through": r[2]}]
     finish(planned, 0)
     crdb_tasks.commit(store, planned, job_outputs(planned), "m")
     assert store.load() == CrdbCheckpoint()
-    cases = [({"after_resolved": r[0]}, ConfigError, "needs through_resolved"),
-             ({"after_resolved": r[2], "through_resolved": r[0]}, ConfigError, "must be before"),
-             ({"through_resolved": "yesterday"}, ConfigError, "not a RESOLVED timestamp"),
-             ({"through_resolved": "1.0000000000"}, WindowNotReadyError, "no RESOLVED file at 1.0000000000")]
+    cases = [
+        ({"after_resolved": r[0]}, ConfigError, "needs through_resolved"),
+        ({"after_resolved": r[2], "through_resolved": r[0]}, ConfigError, "must be before"),
+        ({"through_resolved": "yesterday"}, ConfigError, "not a RESOLVED timestamp"),
+        ({"through_resolved": "1.0000000000"}, WindowNotReadyError, "no RESOLVED file at 1.0000000000"),
+    ]
     for params, error, message in cases:
         with pytest.raises(error, match=message):
             crdb_tasks.plan(config, store.load(), params, run("m", "manual"))
@@ -90,12 +102,16 @@ def test_an_airflow_backfill_run_takes_the_resolved_ranges_of_its_interval(confi
     r = [Hlc.parse(x) for x in sink.resolved]
 
     def moment(stamp):
-        return datetime.fromtimestamp(stamp.wall / 1e9, tz=timezone.utc)
+        return datetime.fromtimestamp(stamp.wall / 1e9, tz=UTC)
 
     planned = crdb_tasks.plan(config, store.load(), {}, run("b", "backfill", moment(r[1]), moment(r[3])))
     assert planned["batches"] == [{"after": str(r[1]), "through": str(r[2])}]
-    before = crdb_tasks.plan(config, store.load(), {}, run("b", "backfill", datetime(2020, 1, 1, tzinfo=timezone.utc),
-                                                           datetime(2020, 1, 1, 1, tzinfo=timezone.utc)))
+    before = crdb_tasks.plan(
+        config,
+        store.load(),
+        {},
+        run("b", "backfill", datetime(2020, 1, 1, tzinfo=UTC), datetime(2020, 1, 1, 1, tzinfo=UTC)),
+    )
     assert before["batches"] == []
 
 
@@ -110,17 +126,27 @@ def test_a_checkpoint_of_another_sink_is_refused_until_a_reset(config, store, si
 def first_event(trigger):
     async def go():
         return await anext(trigger.run())
+
     return asyncio.run(go()).payload
 
 
 def test_the_trigger_serializes_exactly_and_fires_on_a_newer_resolved_file(config, sink):
-    kwargs = {"sink_root": config.sink_root, "wasb_conn_id": None, "resolved": sink.resolved[-2],
-              "sink_identity": None, "checkpoint_variable": "cp", "deadline": "2099-01-01T00:00:00Z",
-              "poke_interval": 0.05}
+    kwargs = {
+        "sink_root": config.sink_root,
+        "wasb_conn_id": None,
+        "resolved": sink.resolved[-2],
+        "sink_identity": None,
+        "checkpoint_variable": "cp",
+        "deadline": "2099-01-01T00:00:00Z",
+        "poke_interval": 0.05,
+    }
     trigger = ResolvedTimestampTrigger(**kwargs)
     assert trigger.serialize() == ("lakefeed_airflow.triggers.ResolvedTimestampTrigger", kwargs)
-    assert first_event(trigger) == {"status": "ready", "resolved": sink.resolved[-2],
-                                    "newestResolved": sink.resolved[-1]}
+    assert first_event(trigger) == {
+        "status": "ready",
+        "resolved": sink.resolved[-2],
+        "newestResolved": sink.resolved[-1],
+    }
     done = ResolvedTimestampTrigger(**{**kwargs, "resolved": sink.resolved[-1], "deadline": "2000-01-01T00:00:00Z"})
     assert first_event(done)["status"] == "timeout"
     moved = ResolvedTimestampTrigger(**{**kwargs, "sink_identity": "file:///elsewhere"})
@@ -134,8 +160,11 @@ def test_a_moved_target_root_is_refused_naming_both_and_a_reset_records_the_new(
     crdb_tasks.commit(store, planned, job_outputs(planned), "r1")
     assert store.load().target_root == config.target_root
     moved = CrdbConfig(**{**config.__dict__, "target_root": config.target_root + "_moved"})
-    with pytest.raises(CheckpointMismatchError, match=f"target_root {config.target_root}, but the configuration "
-                                                      f"now says {moved.target_root}.*reset_checkpoint=true"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=f"target_root {config.target_root}, but the configuration "
+        f"now says {moved.target_root}.*reset_checkpoint=true",
+    ):
         crdb_tasks.plan(moved, store.load(), {}, run("r2"))
     planned = crdb_tasks.plan(moved, store.load(), {"reset_checkpoint": True}, run("r3"))
     assert planned["targetRoot"] == moved.target_root and "--target-root" in crdb_tasks.job_arguments(planned)[0]

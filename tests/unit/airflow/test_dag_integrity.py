@@ -17,9 +17,9 @@ def dagbag(tmp_path_factory):
 
     sys.path.insert(0, str(ROOT / "plugins"))
     from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk import Variable
 
     import lakefeed.storage
-    from airflow.sdk import Variable
 
     def forbidden(*args, **kwargs):
         raise AssertionError("I/O at DAG parse time")
@@ -71,27 +71,50 @@ def test_every_dag_has_tags_retries_owner_docs_and_limits(dagbag):
 
 def test_blob_dag_shape(dagbag):
     dag = dagbag.dags["blob_changefeed_to_delta"]
-    assert set(dag.task_dict) == {"wait_for_ready_window", "plan_windows", "spark_arguments", "ingest_windows",
-                                  "commit_checkpoint", "fail_run_if_a_task_failed"}
+    assert set(dag.task_dict) == {
+        "wait_for_ready_window",
+        "plan_windows",
+        "spark_arguments",
+        "ingest_windows",
+        "commit_checkpoint",
+        "fail_run_if_a_task_failed",
+    }
     assert dag.task_dict["wait_for_ready_window"].deferrable is True
     assert dag.task_dict["commit_checkpoint"].trigger_rule == "all_done"
     assert dag.task_dict["ingest_windows"].pool == "lakefeed_spark"
-    assert set(dag.params) == {"window_start", "window_end", "reset_checkpoint", "acknowledge_data_loss",
-                                "adopt_targets"}
+    assert set(dag.params) == {
+        "window_start",
+        "window_end",
+        "reset_checkpoint",
+        "acknowledge_data_loss",
+        "adopt_targets",
+    }
     assert dag.task_dict["plan_windows"].retries == 1 and dag.task_dict["commit_checkpoint"].retries == 0
 
 
 def test_cdf_dag_shape(dagbag):
     dag = dagbag.dags["delta_cdf_to_delta"]
-    assert set(dag.task_dict) == {"wait_for_new_versions", "plan_ranges", "spark_arguments", "apply_ranges",
-                                  "commit_checkpoints", "fail_run_if_a_task_failed"}
+    assert set(dag.task_dict) == {
+        "wait_for_new_versions",
+        "plan_ranges",
+        "spark_arguments",
+        "apply_ranges",
+        "commit_checkpoints",
+        "fail_run_if_a_task_failed",
+    }
     assert set(dag.params) == {"pipeline", "starting_version", "ending_version", "full_refresh", "adopt_targets"}
 
 
 def test_crdb_dag_shape(dagbag):
     dag = dagbag.dags["cockroach_changefeed_to_delta"]
-    assert set(dag.task_dict) == {"wait_for_resolved", "plan_ranges", "spark_arguments", "apply_ranges",
-                                  "commit_checkpoint", "fail_run_if_a_task_failed"}
+    assert set(dag.task_dict) == {
+        "wait_for_resolved",
+        "plan_ranges",
+        "spark_arguments",
+        "apply_ranges",
+        "commit_checkpoint",
+        "fail_run_if_a_task_failed",
+    }
     assert set(dag.params) == {"after_resolved", "through_resolved", "reset_checkpoint", "adopt_targets"}
     assert dag.task_dict["wait_for_resolved"].deferrable is True
 
@@ -109,8 +132,9 @@ def test_every_task_but_the_watcher_records_why_it_failed(dagbag, dag_id):
     from lakefeed_airflow.dag_defaults import record_failure
 
     for task in dagbag.dags[dag_id].tasks:
-        callbacks = task.on_failure_callback if isinstance(task.on_failure_callback, list) else \
-            [task.on_failure_callback]
+        callbacks = (
+            task.on_failure_callback if isinstance(task.on_failure_callback, list) else [task.on_failure_callback]
+        )
         if task.task_id == "fail_run_if_a_task_failed":
             assert callbacks in ([None], []), task.task_id  # a consequence, not a reason
         else:
@@ -121,9 +145,11 @@ def test_plugin_files_are_not_loaded_as_top_level_modules():
     import subprocess
     import sys
 
-    probe = ("import sys; from airflow import plugins_manager as pm; pm.ensure_plugins_loaded(); "
-             "print(sorted(m for m in ('azure', 'settings', 'sensors', 'triggers', 'wasb_feed', 'operators') "
-             "if 'plugins' in str(getattr(sys.modules.get(m), '__file__', ''))))")
+    probe = (
+        "import sys; from airflow import plugins_manager as pm; pm.ensure_plugins_loaded(); "
+        "print(sorted(m for m in ('azure', 'settings', 'sensors', 'triggers', 'wasb_feed', 'operators') "
+        "if 'plugins' in str(getattr(sys.modules.get(m), '__file__', ''))))"
+    )
     env = {**os.environ, "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins")}
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stderr[-2000:]
@@ -155,6 +181,7 @@ def test_the_blob_form_names_the_grid_minute_once_recorded(dagbag):
 
 def test_the_cdf_form_offers_the_configured_pipelines(dagbag):
     from airflow.sdk.exceptions import ParamValidationError
+
     from lakefeed_airflow.forms import cdf_params
 
     hinted = cdf_params(["orders", "customers"])["pipeline"]
@@ -170,4 +197,5 @@ def test_sensor_and_operator_inputs_are_templated_constructor_arguments(dagbag):
     assert sensor.feed_root == "{{ lakefeed.blob.feed_root }}"
     ingest = blob.task_dict["ingest_windows"]
     assert {"wasb_conn_id", "extra_conf", "timeout_minutes"} <= set(ingest.partial_kwargs) | set(
-        ingest.operator_class.template_fields)
+        ingest.operator_class.template_fields
+    )

@@ -60,17 +60,27 @@ class TaskInstance(SimpleNamespace):
     """The fields of the running task instance the operator reads, and the XComs it pushes."""
 
     def __init__(self, **fields):
-        super().__init__(dag_id="blob_changefeed_to_delta", run_id="scheduled__2026-01-01T00:00:00+00:00",
-                         task_id="ingest_windows", map_index=3, try_number=2, pushed={}, **fields)
+        super().__init__(
+            dag_id="blob_changefeed_to_delta",
+            run_id="scheduled__2026-01-01T00:00:00+00:00",
+            task_id="ingest_windows",
+            map_index=3,
+            try_number=2,
+            pushed={},
+            **fields,
+        )
 
     def xcom_push(self, key, value):
         self.pushed[key] = value
 
 
 def operator(tmp_path, args, application=None, **kwargs):
-    return LakefeedSparkSubmitOperator(task_id="ingest",
-                                       application=application or str(ROOT / "spark_jobs" / "blob_changefeed_job.py"),
-                                       application_args=args, **kwargs)
+    return LakefeedSparkSubmitOperator(
+        task_id="ingest",
+        application=application or str(ROOT / "spark_jobs" / "blob_changefeed_job.py"),
+        application_args=args,
+        **kwargs,
+    )
 
 
 def scratch_folders() -> set[str]:
@@ -81,12 +91,23 @@ def test_a_refusal_fails_the_task_at_once_with_the_jobs_reason(tmp_path, launche
     from airflow.sdk.exceptions import AirflowFailException
 
     generate_feed(tmp_path / "feed", FeedSpec(hours=3, events_per_hour=5, gap_hours=()))  # ready up to 01:10
-    args = ["--feed-root", str(tmp_path / "feed"), "--window-start", "2026-01-01T05:10Z",
-            "--window-end", "2026-01-01T06:10Z", "--events-table", str(tmp_path / "e"),
-            "--state-table", str(tmp_path / "s")]
+    args = [
+        "--feed-root",
+        str(tmp_path / "feed"),
+        "--window-start",
+        "2026-01-01T05:10Z",
+        "--window-end",
+        "2026-01-01T06:10Z",
+        "--events-table",
+        str(tmp_path / "e"),
+        "--state-table",
+        str(tmp_path / "s"),
+    ]
     ti, before = TaskInstance(), scratch_folders()
-    with pytest.raises(AirflowFailException, match="exit code 2.*not retried: WindowNotReadyError: 1 window\\(s\\) not "
-                                                   "ready: 2026-01-01T05:10:00Z"):
+    with pytest.raises(
+        AirflowFailException,
+        match="exit code 2.*not retried: WindowNotReadyError: 1 window\\(s\\) not ready: 2026-01-01T05:10:00Z",
+    ):
         operator(tmp_path, args).execute({"ti": ti})
     # The reason reaches the commit step through XCom (it may run on another worker).
     assert list(ti.pushed) == ["refusal"]
@@ -99,8 +120,9 @@ def test_the_jobs_summary_is_the_tasks_return_value_and_nothing_is_left_behind(t
     job.write_text(SUMMARY_JOB)
     before = scratch_folders()
     # Client mode: the driver writes into a scratch folder of this task; a stale --summary-json is replaced.
-    summary = operator(tmp_path, ["--window-start", "w", "--summary-json", "/elsewhere/0.json"],
-                       application=str(job)).execute({"ti": TaskInstance()})
+    summary = operator(
+        tmp_path, ["--window-start", "w", "--summary-json", "/elsewhere/0.json"], application=str(job)
+    ).execute({"ti": TaskInstance()})
     location = summary["args"][-1]
     assert summary["windows"] == ["w"] and summary["args"][:2] == ["--window-start", "w"]
     assert summary["args"].count("--summary-json") == 1 and location.endswith(".json") and "/elsewhere/" not in location
@@ -109,7 +131,9 @@ def test_the_jobs_summary_is_the_tasks_return_value_and_nothing_is_left_behind(t
     root = tmp_path / "summaries"
     summary = operator(tmp_path, [], application=str(job), summary_root=str(root)).execute({"ti": TaskInstance()})
     location = summary["args"][-1]
-    assert location.startswith(f"{root}/blob_changefeed_to_delta/scheduled__2026-01-01T00_00_00_00_00/ingest_windows/3-try2-")
+    assert location.startswith(
+        f"{root}/blob_changefeed_to_delta/scheduled__2026-01-01T00_00_00_00_00/ingest_windows/3-try2-"
+    )
     assert not Path(location).exists()
 
 
@@ -148,16 +172,20 @@ def test_a_job_that_fails_is_retried_with_its_own_error_in_words(tmp_path, launc
     job = tmp_path / "job.py"
     job.write_text(FAILING_JOB)
     before = scratch_folders()
-    with pytest.raises(RuntimeError, match=r"the Spark job failed \(exit code 1\), retried as configured: "
-                                           r"OSError: connection reset while reading .*x.avro\?sig=\*\*\*$") as raised:
+    with pytest.raises(
+        RuntimeError,
+        match=r"the Spark job failed \(exit code 1\), retried as configured: "
+        r"OSError: connection reset while reading .*x.avro\?sig=\*\*\*$",
+    ) as raised:
         operator(tmp_path, [], application=str(job)).execute({"ti": TaskInstance()})
     assert not isinstance(raised.value, AirflowFailException) and "SECRET" not in str(raised.value)
     assert scratch_folders() == before
 
 
 def test_timeout_and_spark_settings_apply_when_the_task_starts(tmp_path):
-    task = LakefeedSparkSubmitOperator(task_id="t", application="job.py", conf={"spark.a": "1"},
-                                       timeout_minutes="90", extra_conf='{"spark.b": 2}')
+    task = LakefeedSparkSubmitOperator(
+        task_id="t", application="job.py", conf={"spark.a": "1"}, timeout_minutes="90", extra_conf='{"spark.b": 2}'
+    )
     task.pre_execute({})
     assert task.execution_timeout == timedelta(minutes=90)
     # spark-submit ends its JVM when the job's Python exits (a pipeline's spark_conf may say otherwise).

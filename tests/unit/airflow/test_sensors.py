@@ -13,11 +13,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
-from airflow.exceptions import TaskDeferred  # noqa: E402
-from airflow.sdk.exceptions import AirflowSkipException  # noqa: E402
-from airflow.triggers.base import BaseTrigger  # noqa: E402
+from airflow.exceptions import TaskDeferred
+from airflow.sdk.exceptions import AirflowSkipException
+from airflow.triggers.base import BaseTrigger
 
-from lakefeed_airflow.sensors import WAITING_RUN_TYPES, _PollingSensor, run_type_of  # noqa: E402
+from lakefeed_airflow.sensors import WAITING_RUN_TYPES, _PollingSensor, run_type_of
 
 
 class _Never(BaseTrigger):
@@ -57,9 +57,12 @@ def test_a_scheduled_run_with_nothing_ready_defers_until_its_deadline():
 @pytest.mark.parametrize("run_type", ["manual", "asset_triggered", None])
 def test_any_other_run_with_nothing_ready_ends_at_once_as_up_to_date(run_type):
     sensor = StubSensor(ready=False, timeout_seconds="3000", poke_seconds="60")
-    with pytest.raises(AirflowSkipException, match=r"^up to date: nothing new to ingest .*\"applied\": 5.* "
-                                                   r"run checks once and does not wait; scheduled runs wait up to "
-                                                   r"3000 s"):
+    with pytest.raises(
+        AirflowSkipException,
+        match=r"^up to date: nothing new to ingest .*\"applied\": 5.* "
+        r"run checks once and does not wait; scheduled runs wait up to "
+        r"3000 s",
+    ):
         sensor.execute(context(run_type))
     assert sensor.checks == 1
 

@@ -2,31 +2,44 @@
 
 import asyncio
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
-from lakefeed.blob.generator import FeedSpec, generate_feed  # noqa: E402
-from lakefeed.blob.timegrid import format_time  # noqa: E402
-from lakefeed_airflow.triggers import ChangeFeedReadyTrigger  # noqa: E402
+from lakefeed.blob.generator import FeedSpec, generate_feed
+from lakefeed.blob.timegrid import format_time
+from lakefeed_airflow.triggers import ChangeFeedReadyTrigger
 
 
 def make(feed_root, watermark=None, seen=None, deadline_in=60.0, feed_identity=None):
-    deadline = format_time(datetime.now(timezone.utc) + timedelta(seconds=deadline_in))
-    return ChangeFeedReadyTrigger(feed_root=str(feed_root), watermark=watermark, last_consumable_seen=seen,
-                                  start_from=None, deadline=deadline, poke_interval=0.05, feed_identity=feed_identity,
-                                  checkpoint_variable="cp")
+    deadline = format_time(datetime.now(UTC) + timedelta(seconds=deadline_in))
+    return ChangeFeedReadyTrigger(
+        feed_root=str(feed_root),
+        watermark=watermark,
+        last_consumable_seen=seen,
+        start_from=None,
+        deadline=deadline,
+        poke_interval=0.05,
+        feed_identity=feed_identity,
+        checkpoint_variable="cp",
+    )
 
 
 def test_serialize_is_exact_and_round_trips():
-    trigger = ChangeFeedReadyTrigger(feed_root="az://$blobchangefeed", wasb_conn_id="wasb_feed",
-                                     watermark="2026-01-01T02:10:00Z",
-                                     last_consumable_seen="2026-01-01T03:10:00Z", start_from=None,
-                                     deadline="2026-01-01T05:00:00Z", poke_interval=30.0,
-                                     feed_identity="azure://acct/$blobchangefeed", checkpoint_variable="cp")
+    trigger = ChangeFeedReadyTrigger(
+        feed_root="az://$blobchangefeed",
+        wasb_conn_id="wasb_feed",
+        watermark="2026-01-01T02:10:00Z",
+        last_consumable_seen="2026-01-01T03:10:00Z",
+        start_from=None,
+        deadline="2026-01-01T05:00:00Z",
+        poke_interval=30.0,
+        feed_identity="azure://acct/$blobchangefeed",
+        checkpoint_variable="cp",
+    )
     classpath, kwargs = trigger.serialize()
     assert classpath == "lakefeed_airflow.triggers.ChangeFeedReadyTrigger"
     assert kwargs == {
@@ -46,6 +59,7 @@ def test_serialize_is_exact_and_round_trips():
 def first_event(trigger):
     async def go():
         return await anext(trigger.run())
+
     return asyncio.run(go()).payload
 
 
@@ -58,7 +72,12 @@ def feed(tmp_path_factory):
 
 def test_fires_when_a_window_past_the_watermark_is_ready(feed):
     event = first_event(make(feed, watermark="2026-01-01T01:10:00Z"))
-    assert event == {"status": "ready", "ready": True, "lastConsumable": "2026-01-01T02:10:00Z", "nextWindow": "2026-01-01T01:10:00Z"}
+    assert event == {
+        "status": "ready",
+        "ready": True,
+        "lastConsumable": "2026-01-01T02:10:00Z",
+        "nextWindow": "2026-01-01T01:10:00Z",
+    }
 
 
 def test_first_run_starts_an_hour_before_the_first_segment(feed):
@@ -85,8 +104,15 @@ def test_a_checkpoint_of_another_feed_is_refused(feed):
 def test_delta_version_trigger_serialize_is_exact_and_round_trips():
     from lakefeed_airflow.triggers import DeltaVersionTrigger
 
-    sources = [{"name": "orders", "source_table": "/src", "checkpoint_variable": "cp", "applied_version": 7,
-                "source_table_id": "3f1c"}]
+    sources = [
+        {
+            "name": "orders",
+            "source_table": "/src",
+            "checkpoint_variable": "cp",
+            "applied_version": 7,
+            "source_table_id": "3f1c",
+        }
+    ]
     trigger = DeltaVersionTrigger(sources=sources, deadline="2026-01-01T05:00:00Z", poke_interval=15.0)
     classpath, kwargs = trigger.serialize()
     assert classpath == "lakefeed_airflow.triggers.DeltaVersionTrigger"
@@ -104,16 +130,25 @@ def test_delta_version_trigger_fires_when_a_source_is_behind(tmp_path):
     write_deltalake(str(tmp_path), pa.table({"id": [2]}), mode="append")
 
     def event(applied, deadline_in=60.0):
-        deadline = format_time(datetime.now(timezone.utc) + timedelta(seconds=deadline_in))
-        trigger = DeltaVersionTrigger(sources=[{"name": "t", "source_table": str(tmp_path), "applied_version": applied,
-                                                "checkpoint_variable": "cp"}], deadline=deadline, poke_interval=0.05)
+        deadline = format_time(datetime.now(UTC) + timedelta(seconds=deadline_in))
+        trigger = DeltaVersionTrigger(
+            sources=[
+                {"name": "t", "source_table": str(tmp_path), "applied_version": applied, "checkpoint_variable": "cp"}
+            ],
+            deadline=deadline,
+            poke_interval=0.05,
+        )
         return first_event(trigger)
 
     assert event(0) == {"status": "ready", "behind": {"t": {"latest": 1, "applied": 0}}}
     assert event(None)["status"] == "ready"
     assert event(1, deadline_in=0.1) == {"status": "timeout", "behind": {}}
     replaced = event(5)  # the checkpoint is past the table's latest version: an older copy replaced it
-    assert replaced["status"] == "refused" and "up to 5" in replaced["message"] and "full_refresh=true" in replaced["message"]
+    assert (
+        replaced["status"] == "refused"
+        and "up to 5" in replaced["message"]
+        and "full_refresh=true" in replaced["message"]
+    )
 
 
 def test_a_deeply_nested_segments_json_is_refused_naming_it_not_a_crash(tmp_path):

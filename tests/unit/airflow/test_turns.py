@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
-from lakefeed.checkpoint import CdfCheckpoint  # noqa: E402
-from lakefeed_airflow.turns import Ticket, ahead_of, next_number, turn  # noqa: E402
-from tests.cells import FileCell, file_store  # noqa: E402
+from lakefeed.checkpoint import CdfCheckpoint
+from lakefeed_airflow.turns import Ticket, ahead_of, next_number, turn
+from tests.cells import FileCell, file_store
 
 
 def test_a_step_takes_a_number_above_every_number_held():
@@ -24,8 +24,14 @@ def test_a_step_takes_a_number_above_every_number_held():
 
 def test_a_step_waits_for_those_choosing_and_those_with_a_smaller_ticket():
     own = Ticket("run-b", number=4)
-    others = [Ticket("run-a", number=4), Ticket("run-c", number=4), Ticket("run-d", number=3),
-              Ticket("run-e", choosing=True), Ticket("run-f"), Ticket("run-g", number=9)]
+    others = [
+        Ticket("run-a", number=4),
+        Ticket("run-c", number=4),
+        Ticket("run-d", number=3),
+        Ticket("run-e", choosing=True),
+        Ticket("run-f"),
+        Ticket("run-g", number=9),
+    ]
     assert [t.run_id for t in ahead_of(own, others)] == ["run-a", "run-d", "run-e"]
     assert ahead_of(own, [Ticket("run-f"), Ticket("run-g", number=9)]) == []
 
@@ -70,8 +76,9 @@ def test_a_step_waits_until_the_step_ahead_is_done_and_gives_its_turn_back_on_er
 def test_a_step_held_by_a_dead_one_goes_ahead_after_its_patience(caplog):
     now = [0.0]
     registers = ListRegisters([Ticket("run-zombie", number=1)])
-    with turn(registers, "run-1", patience=10, poll=1, clock=lambda: now[0],
-              sleep=lambda s: now.__setitem__(0, now[0] + s)):
+    with turn(
+        registers, "run-1", patience=10, poll=1, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
+    ):
         assert now[0] == 10
     assert "run-zombie has held the turn for over 10s" in caplog.text
 
@@ -84,9 +91,11 @@ def test_patience_runs_for_the_head_of_the_queue_only_and_passes_no_live_step(ca
     def others():
         live = [Ticket("run-b", number=2)] if now[0] < 18 else []
         return [Ticket("run-a", number=1), *live]
+
     registers = ListRegisters(others)
-    with turn(registers, "run-c", patience=10, poll=1, clock=lambda: now[0],
-              sleep=lambda s: now.__setitem__(0, now[0] + s)):
+    with turn(
+        registers, "run-c", patience=10, poll=1, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
+    ):
         assert registers.pushed[-1] == Ticket("run-c", number=3)
         assert now[0] == 18
     assert "run-a has held" in caplog.text and "run-b has held" not in caplog.text
@@ -95,8 +104,9 @@ def test_patience_runs_for_the_head_of_the_queue_only_and_passes_no_live_step(ca
 def test_a_step_stuck_choosing_is_passed_after_the_patience_too():
     now = [0.0]
     registers = ListRegisters([Ticket("run-a", choosing=True)])
-    with turn(registers, "run-b", patience=5, poll=1, clock=lambda: now[0],
-              sleep=lambda s: now.__setitem__(0, now[0] + s)):
+    with turn(
+        registers, "run-b", patience=5, poll=1, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
+    ):
         assert now[0] == 5
 
 
@@ -125,8 +135,11 @@ def _hammer(folder: str, worker: int, workers: int, rounds: int) -> None:
         # Each write records its generation: a lost update would show as two writers with one generation.
         def change(cp, round_=round_):
             log = json.loads(cp.updated_by or "[]")
-            return cp.moved(applied_version=(cp.applied_version or 0) + 1,
-                            updated_by=json.dumps(log + [[worker, round_, cp.generation + 1]]))
+            return cp.moved(
+                applied_version=(cp.applied_version or 0) + 1,
+                updated_by=json.dumps(log + [[worker, round_, cp.generation + 1]]),
+            )
+
         with turn(registers, f"run-{worker}", poll=0.001, patience=60):
             store.update(change)
         registers.push(Ticket(f"run-{worker}"))  # its task instance ends: Airflow no longer lists it running
@@ -135,8 +148,10 @@ def _hammer(folder: str, worker: int, workers: int, rounds: int) -> None:
 def test_many_processes_taking_turns_lose_no_update(tmp_path):
     workers, rounds = 6, 15
     os.makedirs(tmp_path / "turns")
-    processes = [multiprocessing.get_context("fork").Process(target=_hammer, args=(str(tmp_path), w, workers, rounds))
-                 for w in range(workers)]
+    processes = [
+        multiprocessing.get_context("fork").Process(target=_hammer, args=(str(tmp_path), w, workers, rounds))
+        for w in range(workers)
+    ]
     for process in processes:
         process.start()
     for process in processes:

@@ -34,25 +34,49 @@ def test_file_timestamps_and_hlc_are_the_same_instant():
         Hlc.from_file_timestamp("202413031553360274740000000000000")  # month 13
 
 
-@pytest.mark.parametrize("key, topic, schema, fmt, compression", [
-    ("2025-03-14/202503140959581234567890000000000-3f2a9c0d8e7b6a51-1-3-00000000-orders-1.ndjson",
-     "orders", 1, "ndjson", None),
-    ("202503141000285000000000000000001-3f2a9c0d8e7b6a51-12-3-1000000000-order-lines-14a.ndjson.gz",
-     "order-lines", 0x14A, "ndjson", "gzip"),
-    ("2025-03-14/10/202503141000285000000000000000001-b70e19c4d2a85f36-2-3-00000001-db.public.t+fam-a.ndjson.zst",
-     "db.public.t+fam", 0xA, "ndjson", "zstd"),
-    ("202503141000285000000000000000001-$001-b70e19c4d2a85f36-2-3-00000001-t-2.parquet", "t", 2, "parquet", None),
-])
+@pytest.mark.parametrize(
+    "key, topic, schema, fmt, compression",
+    [
+        (
+            "2025-03-14/202503140959581234567890000000000-3f2a9c0d8e7b6a51-1-3-00000000-orders-1.ndjson",
+            "orders",
+            1,
+            "ndjson",
+            None,
+        ),
+        (
+            "202503141000285000000000000000001-3f2a9c0d8e7b6a51-12-3-1000000000-order-lines-14a.ndjson.gz",
+            "order-lines",
+            0x14A,
+            "ndjson",
+            "gzip",
+        ),
+        (
+            "2025-03-14/10/202503141000285000000000000000001-b70e19c4d2a85f36-2-3-00000001-db.public.t+fam-a.ndjson.zst",
+            "db.public.t+fam",
+            0xA,
+            "ndjson",
+            "zstd",
+        ),
+        ("202503141000285000000000000000001-$001-b70e19c4d2a85f36-2-3-00000001-t-2.parquet", "t", 2, "parquet", None),
+    ],
+)
 def test_data_file_names(key, topic, schema, fmt, compression):
     parsed = parse_file(key, 10, key)
     assert (parsed.kind, parsed.topic, parsed.schema_id, parsed.format, parsed.compression) == (
-        DATA, topic, schema, fmt, compression)
+        DATA,
+        topic,
+        schema,
+        fmt,
+        compression,
+    )
 
 
 def test_resolved_and_unrelated_names():
     resolved = parse_file("2025-03-14/202503141000285000000000000000000.RESOLVED", 0, "x")
-    assert resolved.kind == RESOLVED and resolved.timestamp == Hlc.from_file_timestamp("2025031410002850000000000"
-                                                                                       "00000000")
+    assert resolved.kind == RESOLVED and resolved.timestamp == Hlc.from_file_timestamp(
+        "202503141000285000000000000000000"
+    )
     assert parse_file("2025-03-14/_SUCCESS", 0, "x") is None and parse_file("notes.txt", 0, "x") is None
     with pytest.raises(FeedCorruptError, match="not a changefeed file name"):
         parse_file("2025-03-14/20250314100028500-orders.ndjson", 0, "sink/x")
@@ -64,8 +88,9 @@ def test_resolved_and_unrelated_names():
 
 @pytest.mark.parametrize("partition_format", ["daily", "hourly", "flat"])
 def test_listing_sorts_full_keys_and_skips_folders_before_the_cursor(tmp_path, partition_format):
-    truth = generate_sink(tmp_path, SinkSpec(steps=12, changes_per_step=5, partition_format=partition_format,
-                                             schema_change_at_step=None))
+    truth = generate_sink(
+        tmp_path, SinkSpec(steps=12, changes_per_step=5, partition_format=partition_format, schema_change_at_step=None)
+    )
     listed: list[str] = []
 
     class Recording(Store):
@@ -112,8 +137,11 @@ def test_resolved_files_are_checked(tmp_path):
     assert resolved_value(store, file) == file.timestamp
     good.write_text('{"__crdb__": {"resolved": "1741946428500000000.0000000000"}}')  # other envelopes
     assert resolved_value(store, file) == file.timestamp
-    for content, message in (('{"resolved":"1741946428500000001.0000000000"}', "but its name says"),
-                             ("{nope", "not a valid RESOLVED file"), ('{"resolved": 17}', "not a valid RESOLVED")):
+    for content, message in (
+        ('{"resolved":"1741946428500000001.0000000000"}', "but its name says"),
+        ("{nope", "not a valid RESOLVED file"),
+        ('{"resolved": 17}', "not a valid RESOLVED"),
+    ):
         good.write_text(content)
         with pytest.raises(FeedCorruptError, match=message):
             resolved_value(store, file)
@@ -146,10 +174,12 @@ def test_the_sinks_own_layout_from_the_format_notes(tmp_path):
         "2025-03-14/202503141000285000000000000000001-b70e19c4d2a85f36-2-3-00000001-orders-1.ndjson",
         "2025-03-14/202503141000592500000000000000000.RESOLVED",
     ]
-    lines = ('{"after": {"id": 1, "status": "paid", "total": 10.50}, "before": {"id": 1, "status": "new", "total": '
-             '10.50}, "key": [1], "updated": "1741946431734000000.0000000000"}\n'
-             '{"after": null, "before": {"id": 2, "status": "new", "total": 3.00}, "key": [2], "updated": '
-             '"1741946433001000000.0000000000"}\n')
+    lines = (
+        '{"after": {"id": 1, "status": "paid", "total": 10.50}, "before": {"id": 1, "status": "new", "total": '
+        '10.50}, "key": [1], "updated": "1741946431734000000.0000000000"}\n'
+        '{"after": null, "before": {"id": 2, "status": "new", "total": 3.00}, "key": [2], "updated": '
+        '"1741946433001000000.0000000000"}\n'
+    )
     for name in reversed(names):  # written in any order; the listing orders them
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -158,17 +188,27 @@ def test_the_sinks_own_layout_from_the_format_notes(tmp_path):
     store = Store(str(tmp_path))
     files = list_sink(store)
     assert [f.key for f in files] == names
-    assert [str(f.timestamp) for f in files if f.kind == RESOLVED] == ["1741946428500000000.0000000000",
-                                                                       "1741946459250000000.0000000000"]
-    second = plan_range(files, Hlc.parse("1741946428500000000.0000000000"), Hlc.parse("1741946459250000000.0000000000"),
-                        "sink", applied=set(names[:3]))
+    assert [str(f.timestamp) for f in files if f.kind == RESOLVED] == [
+        "1741946428500000000.0000000000",
+        "1741946459250000000.0000000000",
+    ]
+    second = plan_range(
+        files,
+        Hlc.parse("1741946428500000000.0000000000"),
+        Hlc.parse("1741946459250000000.0000000000"),
+        "sink",
+        applied=set(names[:3]),
+    )
     assert [f.key for f in second.files] == names[4:7] and [f.schema_id for f in second.files] == [1, 2, 1]
     assert resolved_value(store, second.through) == Hlc.parse("1741946459250000000.0000000000")
     rows = [r for batch in ndjson_messages(store, names[4], "orders", 1, None) for r in batch.to_pylist()]
     assert [(r["key"], r["deleted"], dict(r["values"] or {}).get("total")) for r in rows] == [
-        ("[1]", False, "10.50"), ("[2]", True, None)]
+        ("[1]", False, "10.50"),
+        ("[2]", True, None),
+    ]
     # The replicator's real test data: a file and RESOLVED file of CockroachDB itself.
     real = parse_file("202405031553360274740000000000000-08779498965a12e2-1-2-00000000-mytable-2.ndjson", 1, "x")
     assert (real.topic, real.schema_id, str(real.timestamp)) == ("mytable", 2, "1714751616027474000.0000000000")
     assert parse_file("202405031553371089960000000000000.RESOLVED", 1, "x").timestamp == Hlc.parse(
-        "1714751617108996000.0000000000")
+        "1714751617108996000.0000000000"
+    )

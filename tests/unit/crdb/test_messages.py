@@ -35,8 +35,12 @@ def test_wrapped_lines_become_message_rows_with_numbers_as_written(tmp_path, com
     data = {None: raw, "gzip": gzip.compress(raw), "zstd": zstandard.ZstdCompressor().compress(raw)}[compression]
     store, key = write(tmp_path, "f.ndjson", data)
     upsert, delete = rows(ndjson_messages(store, key, "orders", 2, compression))
-    assert (upsert["key"], upsert["wall"], upsert["logical"], upsert["deleted"]) == ('[1,"eu"]', 1741946431734000000, 0,
-                                                                                     False)
+    assert (upsert["key"], upsert["wall"], upsert["logical"], upsert["deleted"]) == (
+        '[1,"eu"]',
+        1741946431734000000,
+        0,
+        False,
+    )
     values, kinds = dict(upsert["values"]), dict(upsert["kinds"])
     assert values["total"] == "10.50" and kinds["total"] == "f"
     assert values["big"] == "123456789012345678901234567890" and kinds["big"] == "i"
@@ -44,21 +48,31 @@ def test_wrapped_lines_become_message_rows_with_numbers_as_written(tmp_path, com
     assert (values["ok"], values["name"], values["gone"]) == ("true", "x", None) and "gone" not in kinds
     assert delete["deleted"] and delete["values"] is None and delete["updated"] == "1741946433001000000.0000000001"
     assert (upsert["topic"], upsert["schemaId"], upsert["file"], upsert["line"], delete["line"]) == (
-        "orders", 2, key, 1, 2)
+        "orders",
+        2,
+        key,
+        1,
+        2,
+    )
 
 
-@pytest.mark.parametrize("line, message", [
-    ('{"after": {"id": 1}, "key": [1], "updated": "17419464317', "malformed JSON"),
-    ('{"after": {"id": 1}, "key": [1]}', "a message without updated: the changefeed was created without "
-                                         "the updated option.*WITH updated, resolved"),
-    ('{"after": {"id": 1}, "updated": "1741946431734000000.0000000000"}', "a message without key"),
-    ('{"key": [1], "updated": "1741946431734000000.0000000000"}', "a message without after"),
-    ('{"id": 1, "__crdb__": {"updated": "1.0000000000"}}', "a message of envelope=bare"),
-    ('{"after": {"id": 1}, "op": "c", "ts_ns": 1, "key": [1], "updated": "1.0000000000"}', "envelope=enriched"),
-    ('{"after": {"id": 1}, "key": 1, "updated": "1741946431734000000.0000000000"}', "key must be a JSON array"),
-    ('{"after": {"id": 1}, "key": [1], "updated": 17.5}', "updated must be a string"),
-    ('[1, 2]', "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"after": {"id": 1}, "key": [1], "updated": "17419464317', "malformed JSON"),
+        (
+            '{"after": {"id": 1}, "key": [1]}',
+            "a message without updated: the changefeed was created without the updated option.*WITH updated, resolved",
+        ),
+        ('{"after": {"id": 1}, "updated": "1741946431734000000.0000000000"}', "a message without key"),
+        ('{"key": [1], "updated": "1741946431734000000.0000000000"}', "a message without after"),
+        ('{"id": 1, "__crdb__": {"updated": "1.0000000000"}}', "a message of envelope=bare"),
+        ('{"after": {"id": 1}, "op": "c", "ts_ns": 1, "key": [1], "updated": "1.0000000000"}', "envelope=enriched"),
+        ('{"after": {"id": 1}, "key": 1, "updated": "1741946431734000000.0000000000"}', "key must be a JSON array"),
+        ('{"after": {"id": 1}, "key": [1], "updated": 17.5}', "updated must be a string"),
+        ("[1, 2]", "must be a JSON object"),
+    ],
+)
 def test_bad_lines_are_refused_naming_file_and_line(tmp_path, line, message):
     store, key = write(tmp_path, "f.ndjson", (LINES[0] + "\n" + line + "\n").encode())
     with pytest.raises(FeedCorruptError, match=f"f.ndjson: line 2: .*{message}"):
@@ -73,9 +87,16 @@ def test_a_truncated_gzip_file_is_refused(tmp_path):
 
 
 def test_parquet_files_give_the_same_rows_with_their_key_columns(tmp_path):
-    table = pa.table({"id": [1, 2], "region": ["eu", "us"], "total": [10.5, None], "meta": ['{"a":1}', None],
-                      "__crdb__event_type": ["c", "d"],
-                      "__crdb__updated": ["1741946431734000000.0000000000", "1741946433001000000.0000000001"]})
+    table = pa.table(
+        {
+            "id": [1, 2],
+            "region": ["eu", "us"],
+            "total": [10.5, None],
+            "meta": ['{"a":1}', None],
+            "__crdb__event_type": ["c", "d"],
+            "__crdb__updated": ["1741946431734000000.0000000000", "1741946433001000000.0000000001"],
+        }
+    )
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
     store, key = write(tmp_path, "f.parquet", buffer.getvalue())
