@@ -31,12 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import DATA, ROOT, child_peak_rss_mb, save, timed
+from lakefeed_testing.blob_generator import DEFAULT_START, FeedSpec, generate_feed
 
 from lakefeed.blob.feed import ChangeFeed
-from lakefeed.blob.generator import DEFAULT_START, FeedSpec, generate_feed
 from lakefeed.blob.schedule import check_readiness
-from lakefeed.blob.timegrid import HOUR, format_time
+from lakefeed.blob.timegrid import HOUR
 from lakefeed.storage import Store
+from lakefeed.times import format_time
 
 FULL = FeedSpec(hours=4, events_per_hour=333_334, shards=8, records_per_chunk=20_000, blobs=200_000, gap_hours=())
 PREVIOUS_DAY = FeedSpec(**{**FULL.__dict__, "start": DEFAULT_START - timedelta(days=1), "seed": 8})

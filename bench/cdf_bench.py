@@ -22,9 +22,9 @@ ROWS_PER_VERSION = 10_000
 
 def main() -> None:
     from delta.tables import DeltaTable
+    from lakefeed_testing.cdf_simulator import live_rows
 
     from lakefeed.cdf.job import run
-    from lakefeed.cdf.simulator import live_rows
     from lakefeed.spark import get_session
 
     spark = get_session("bench-cdf", master="local[2]", extra={"spark.ui.enabled": "false"})

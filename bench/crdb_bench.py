@@ -16,8 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import DATA, ROOT, save, timed
-
-from lakefeed.crdb.generator import SinkSpec, generate_sink
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
 MILLION = SinkSpec(
     steps=60,

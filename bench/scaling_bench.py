@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from blob_bench import feed, spark_submit
 from common import DATA, save, timed
+from lakefeed_testing.blob_generator import FeedSpec
 
-from lakefeed.blob.generator import FeedSpec
 from lakefeed.blob.timegrid import HOUR, TICKS_PER_SECOND, to_ticks
 
 HOURLY = FeedSpec(

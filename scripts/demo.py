@@ -136,8 +136,8 @@ def main() -> int:
     data = Path(args.data).resolve()
     logs = data / "logs"
     os.environ["LAKEFEED_DATA"] = str(data)  # the pipelines' embedded defaults point under it
-    from lakefeed.blob.generator import FeedSpec, generate_feed
-    from lakefeed.crdb.generator import SinkSpec, generate_sink
+    from lakefeed_testing.blob_generator import FeedSpec, generate_feed
+    from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
     for folder in ("feed", "lake", "cdf", "crdb_sink", "runs", "cdf_runs", "crdb_runs", "logs"):
         shutil.rmtree(data / folder, ignore_errors=True)

@@ -23,7 +23,7 @@ def session():
 def make_cdf_source(data: Path) -> dict:
     """A source table with change data feed on: inserts, one key updated three times, deletes, and an
     overwrite of a slice (versions 0..6)."""
-    from lakefeed.cdf.simulator import create_source, latest_version
+    from lakefeed_testing.cdf_simulator import create_source, latest_version
 
     spark = session()
     source = data / "cdf" / "source"
@@ -47,7 +47,7 @@ def make_cdf_source(data: Path) -> dict:
 
 def check(data: Path, expected: dict) -> dict:
     """Every target against the ground truth the demo generated (tables read by Spark: deletion vectors)."""
-    from lakefeed.cdf.simulator import live_rows
+    from lakefeed_testing.cdf_simulator import live_rows
 
     spark = session()
     lake = data / "lake"

@@ -28,9 +28,9 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
 
-from lakefeed.blob.timegrid import parse_time
 from lakefeed.config import DECODERS
 from lakefeed.jobs import add_pipeline_id_argument, run_spark_job
+from lakefeed.times import parse_time
 
 log = logging.getLogger("blob_changefeed_job")
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from lakefeed.cdf.log import REFRESH_MARKER
+from lakefeed.delta import REFRESH_MARKER
 from lakefeed.ledger import LedgerEntry
 
 FULL_REFRESH_MODE = "full-refresh"  # a CDF job summary's mode when it replaced its target

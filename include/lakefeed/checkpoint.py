@@ -11,32 +11,29 @@ compare-and-set compares it.
 Version 2 documents are written; version 1 documents (no identity) are still
 read, and the next write records identity.
 
->>> cp = BlobCheckpoint(watermark=parse_time("2026-01-01T02:10Z"), feed="file:///feed")
->>> BlobCheckpoint.from_json(cp.to_json(), "v") == cp
-True
+Each feed's checkpoint (``lakefeed.<feed>.checkpoint``) is a frozen dataclass built on :class:`Moves`
+and the document helpers here.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from lakefeed.blob.timegrid import format_time, parse_time
 from lakefeed.deltalog import TableState
 from lakefeed.errors import CheckpointError, CheckpointMismatchError
 from lakefeed.jsonio import json_object
+from lakefeed.times import parse_time
 
 CHECKPOINT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
 __all__ = [
-    "BlobCheckpoint",
-    "CdfCheckpoint",
     "CheckpointError",
     "CheckpointMismatchError",
-    "CrdbCheckpoint",
+    "Moves",
     "TableMark",
     "verify_definition",
     "verify_feed",
@@ -73,7 +70,7 @@ class TableMark:
         return None if state is None else cls(state.table_id, state.latest_version)
 
 
-def _targets_from(document: dict[str, Any], where: str, name: str = "targets") -> dict[str, TableMark]:
+def targets_from(document: dict[str, Any], where: str, name: str = "targets") -> dict[str, TableMark]:
     raw = document.get(name) or {}
     if not isinstance(raw, dict):
         raise CheckpointError(f"checkpoint {where}: {name} must be an object")
@@ -84,11 +81,11 @@ def _targets_from(document: dict[str, Any], where: str, name: str = "targets") -
     }
 
 
-def _marks_json(marks: dict[str, TableMark]) -> dict[str, Any]:
+def marks_json(marks: dict[str, TableMark]) -> dict[str, Any]:
     return {location: mark.to_dict() for location, mark in sorted(marks.items())}
 
 
-def _document(text: str | None, where: str, pipeline: str) -> dict[str, Any] | None:
+def parse_document(text: str | None, where: str, pipeline: str) -> dict[str, Any] | None:
     document = json_object(text, f"checkpoint {where}", CheckpointError)
     if document is None:
         return None
@@ -100,27 +97,27 @@ def _document(text: str | None, where: str, pipeline: str) -> dict[str, Any] | N
     if document.get("pipeline") != pipeline:
         raise CheckpointError(f"checkpoint {where} belongs to pipeline {document.get('pipeline')!r}, not {pipeline}")
     generation = document.get("generation", 0)
-    if not _is_count(generation):
+    if not is_count(generation):
         raise CheckpointError(f"checkpoint {where}: generation must be a count, got {generation!r}")
     return document
 
 
-def _dump(pipeline: str, fields_: dict[str, Any]) -> str:
+def dump_document(pipeline: str, fields_: dict[str, Any]) -> str:
     return json.dumps({"version": CHECKPOINT_VERSION, "pipeline": pipeline, **fields_}, sort_keys=True)
 
 
-def _is_count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _string_or_none(document: dict, name: str, where: str) -> str | None:
+def string_or_none(document: dict, name: str, where: str) -> str | None:
     value = document.get(name)
     if value is not None and not isinstance(value, str):
         raise CheckpointError(f"checkpoint {where}: {name} must be a string, got {value!r}")
     return value
 
 
-class _Moves:
+class Moves:
     """Checkpoints change only through :meth:`moved`, which counts the generation.
 
     Every checkpoint also keeps ``announced``: per target, a mark through which every ledger entry of
@@ -132,7 +129,7 @@ class _Moves:
     updated_by: str | None
     announced: dict[str, TableMark]
 
-    def same_position(self, other: _Moves) -> bool:
+    def same_position(self, other: Moves) -> bool:
         """Both say the same of the pipeline's progress and targets (``announced`` and the write count aside)."""
 
         def position(checkpoint: Any) -> Any:
@@ -147,181 +144,6 @@ class _Moves:
         if candidate == self:
             return self
         return replace(candidate, generation=self.generation + 1, updated_by=updated_by)
-
-
-@dataclass(frozen=True)
-class BlobCheckpoint(_Moves):
-    """Every window before ``watermark`` of the feed ``feed`` has been merged into ``targets``.
-
-    ``last_consumable`` is the feed's lastConsumable last seen; it must never
-    move backwards. ``grid_minute`` is the minute past the hour the feed's
-    windows start at (shown in the backfill form).
-
-    Retention (:mod:`lakefeed.blob.retention`): ``next_segment`` is the oldest
-    segment the windows from ``watermark`` on read (a segment starting at or after
-    ``watermark - 1h``) among those listed up to ``segments_listed_through``; None
-    when that listing found none. ``segments_listed_through`` None: never listed
-    (a checkpoint written before these fields).
-    """
-
-    watermark: datetime | None = None
-    last_consumable: datetime | None = None
-    feed: str | None = None
-    grid_minute: int | None = None
-    targets: dict[str, TableMark] = field(default_factory=dict)
-    next_segment: datetime | None = None
-    segments_listed_through: datetime | None = None
-    announced: dict[str, TableMark] = field(default_factory=dict)
-    generation: int = 0
-    updated_by: str | None = None
-
-    def to_json(self) -> str:
-        return _dump(
-            "blob_changefeed",
-            {
-                "watermark": format_time(self.watermark) if self.watermark else None,
-                "lastConsumable": format_time(self.last_consumable) if self.last_consumable else None,
-                "feed": self.feed,
-                "gridMinute": self.grid_minute,
-                "targets": _marks_json(self.targets),
-                "announced": _marks_json(self.announced),
-                "nextSegment": format_time(self.next_segment) if self.next_segment else None,
-                "segmentsListedThrough": format_time(self.segments_listed_through)
-                if self.segments_listed_through
-                else None,
-                "generation": self.generation,
-                "updatedBy": self.updated_by,
-            },
-        )
-
-    @classmethod
-    def from_json(cls, text: str | None, where: str) -> BlobCheckpoint:
-        document = _document(text, where, "blob_changefeed")
-        if document is None:
-            return cls()
-        grid_minute = document.get("gridMinute")
-        if grid_minute is not None and not (_is_count(grid_minute) and grid_minute < 60):
-            raise CheckpointError(f"checkpoint {where}: gridMinute must be 0..59, got {grid_minute!r}")
-        return cls(
-            watermark=_time_or_none(document.get("watermark"), where, "watermark"),
-            last_consumable=_time_or_none(document.get("lastConsumable"), where, "lastConsumable"),
-            feed=_string_or_none(document, "feed", where),
-            grid_minute=grid_minute,
-            targets=_targets_from(document, where),
-            announced=_targets_from(document, where, "announced"),
-            next_segment=_time_or_none(document.get("nextSegment"), where, "nextSegment"),
-            segments_listed_through=_time_or_none(
-                document.get("segmentsListedThrough"), where, "segmentsListedThrough"
-            ),
-            generation=document.get("generation", 0),
-            updated_by=document.get("updatedBy"),
-        )
-
-
-@dataclass(frozen=True)
-class CdfCheckpoint(_Moves):
-    """Every version up to ``applied_version`` of the source table ``source_id`` is in ``targets``
-    (``applied_version`` None: nothing yet), shaped by ``keys`` and ``columns`` (the target's definition:
-    key columns, and the selected source columns or None for all of them). ``keys`` None: not recorded
-    (a checkpoint written before the definition was part of its identity)."""
-
-    applied_version: int | None = None
-    source: str | None = None
-    source_id: str | None = None
-    targets: dict[str, TableMark] = field(default_factory=dict)
-    keys: tuple[str, ...] | None = None
-    columns: tuple[str, ...] | None = None
-    announced: dict[str, TableMark] = field(default_factory=dict)
-    generation: int = 0
-    updated_by: str | None = None
-
-    def to_json(self) -> str:
-        return _dump(
-            "delta_cdf",
-            {
-                "appliedVersion": self.applied_version,
-                "source": self.source,
-                "sourceTableId": self.source_id,
-                "targets": _marks_json(self.targets),
-                "announced": _marks_json(self.announced),
-                "keys": list(self.keys) if self.keys is not None else None,
-                "columns": list(self.columns) if self.columns is not None else None,
-                "generation": self.generation,
-                "updatedBy": self.updated_by,
-            },
-        )
-
-    @classmethod
-    def from_json(cls, text: str | None, where: str) -> CdfCheckpoint:
-        document = _document(text, where, "delta_cdf")
-        if document is None:
-            return cls()
-        applied = document.get("appliedVersion")
-        if applied is not None and not _is_count(applied):
-            raise CheckpointError(f"checkpoint {where}: appliedVersion must be a version number, got {applied!r}")
-        return cls(
-            applied_version=applied,
-            source=_string_or_none(document, "source", where),
-            source_id=_string_or_none(document, "sourceTableId", where),
-            targets=_targets_from(document, where),
-            announced=_targets_from(document, where, "announced"),
-            keys=_names_or_none(document, "keys", where),
-            columns=_names_or_none(document, "columns", where),
-            generation=document.get("generation", 0),
-            updated_by=document.get("updatedBy"),
-        )
-
-
-@dataclass(frozen=True)
-class CrdbCheckpoint(_Moves):
-    """Every data file of the sink ``sink`` up to the RESOLVED file at ``resolved`` is in the topic tables
-    ``targets``, all under ``target_root`` (``resolved`` None: nothing yet; ``target_root`` None: not
-    recorded, a checkpoint written before it was)."""
-
-    resolved: str | None = None
-    sink: str | None = None
-    targets: dict[str, TableMark] = field(default_factory=dict)
-    target_root: str | None = None
-    announced: dict[str, TableMark] = field(default_factory=dict)
-    generation: int = 0
-    updated_by: str | None = None
-
-    def to_json(self) -> str:
-        return _dump(
-            "cockroach_changefeed",
-            {
-                "resolved": self.resolved,
-                "sink": self.sink,
-                "targetRoot": self.target_root,
-                "targets": _marks_json(self.targets),
-                "announced": _marks_json(self.announced),
-                "generation": self.generation,
-                "updatedBy": self.updated_by,
-            },
-        )
-
-    @classmethod
-    def from_json(cls, text: str | None, where: str) -> CrdbCheckpoint:
-        document = _document(text, where, "cockroach_changefeed")
-        if document is None:
-            return cls()
-        resolved = _string_or_none(document, "resolved", where)
-        if resolved is not None:
-            from lakefeed.crdb.hlc import Hlc
-
-            try:
-                Hlc.parse(resolved)
-            except ValueError:
-                raise CheckpointError(f"checkpoint {where}: resolved {resolved!r} is not <wall>.<logical>") from None
-        return cls(
-            resolved=resolved,
-            sink=_string_or_none(document, "sink", where),
-            targets=_targets_from(document, where),
-            target_root=_string_or_none(document, "targetRoot", where),
-            announced=_targets_from(document, where, "announced"),
-            generation=document.get("generation", 0),
-            updated_by=document.get("updatedBy"),
-        )
 
 
 def verify_feed(recorded: str | None, current: str, variable: str, remedy: str) -> None:
@@ -397,7 +219,7 @@ def verify_table(
         )
 
 
-def _names_or_none(document: dict, name: str, where: str) -> tuple[str, ...] | None:
+def names_or_none(document: dict, name: str, where: str) -> tuple[str, ...] | None:
     value = document.get(name)
     if value is None:
         return None
@@ -406,7 +228,7 @@ def _names_or_none(document: dict, name: str, where: str) -> tuple[str, ...] | N
     return tuple(value)
 
 
-def _time_or_none(value, where: str, name: str) -> datetime | None:
+def time_or_none(value, where: str, name: str) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):

@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 COMMIT_TOKEN = "commitToken"
+REFRESH_MARKER = "fullRefreshVersion"  # commit metadata of a CDF full refresh: the source snapshot version
 CONFLICT_ATTEMPTS = 8
 # Targets that are updated in place: an update marks the old row deleted (a deletion vector) and writes
 # only the new one, instead of rewriting every file holding a touched key, and a MERGE whose guard

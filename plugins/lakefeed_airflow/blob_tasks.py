@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from lakefeed.assets import blob_changes
+from lakefeed.blob.checkpoint import BlobCheckpoint
 from lakefeed.blob.feed import SEGMENTS_JSON, ChangeFeed
 from lakefeed.blob.retention import next_segment, retention_gap
 from lakefeed.blob.schedule import (
@@ -38,8 +39,8 @@ from lakefeed.blob.schedule import (
     interval_windows,
     pending_windows,
 )
-from lakefeed.blob.timegrid import HOUR, format_time, parse_time
-from lakefeed.checkpoint import BlobCheckpoint, verify_feed
+from lakefeed.blob.timegrid import HOUR
+from lakefeed.checkpoint import verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig, as_mapping
 from lakefeed.errors import DataLossError, FeedError
@@ -47,6 +48,7 @@ from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import blob_request
 from lakefeed.targets import current_marks, verify_adoptable, verify_own_writes, verify_targets
+from lakefeed.times import format_time, parse_time
 from lakefeed_airflow.runs import (
     ADOPT,
     Announcer,

@@ -31,11 +31,13 @@ from collections.abc import Callable
 from typing import Any
 
 from lakefeed.assets import FULL_REFRESH_MODE, cdf_changes
-from lakefeed.cdf.log import REFRESH_MARKER, cdf_enabled
+from lakefeed.cdf.checkpoint import CdfCheckpoint
+from lakefeed.cdf.log import cdf_enabled
 from lakefeed.cdf.schedule import pending_ranges, split_range
-from lakefeed.checkpoint import CdfCheckpoint, TableMark, verify_definition, verify_table
+from lakefeed.checkpoint import TableMark, verify_definition, verify_table
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline, as_mapping
+from lakefeed.delta import REFRESH_MARKER
 from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
 from lakefeed.ledger import AnnouncedSince, nothing_announced

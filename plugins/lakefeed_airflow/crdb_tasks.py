@@ -25,10 +25,11 @@ import logging
 from typing import Any
 
 from lakefeed.assets import crdb_changes
-from lakefeed.checkpoint import CrdbCheckpoint, verify_definition, verify_feed
+from lakefeed.checkpoint import verify_definition, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CrdbConfig, as_mapping
 from lakefeed.crdb import APPLIED_FILES_TABLE
+from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
 from lakefeed.delta import table_location

@@ -189,14 +189,15 @@ def _card(
 
 
 def _hours_between(later: str, earlier: str) -> float:
-    from lakefeed.blob.timegrid import HOUR, parse_time
+    from lakefeed.blob.timegrid import HOUR
+    from lakefeed.times import parse_time
 
     return round((parse_time(later) - parse_time(earlier)) / HOUR, 2)
 
 
 def blob_card() -> dict[str, Any]:
     from lakefeed.blob.feed import ChangeFeed
-    from lakefeed.blob.timegrid import format_time
+    from lakefeed.times import format_time
     from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
     from lakefeed_airflow.wasb_feed import feed_store
 

@@ -171,9 +171,9 @@ class ChangeFeedReadySensor(_PollingSensor):
         self.targets = targets
 
     def _trigger_arguments(self) -> dict[str, Any]:
-        from lakefeed.blob.timegrid import format_time
-        from lakefeed.checkpoint import BlobCheckpoint
+        from lakefeed.blob.checkpoint import BlobCheckpoint
         from lakefeed.targets import verify_targets
+        from lakefeed.times import format_time
         from lakefeed_airflow.blob_tasks import RESET_REMEDY
         from lakefeed_airflow.settings import VariableCell
 
@@ -218,7 +218,7 @@ class DeltaVersionSensor(_PollingSensor):
         self.sources = sources
 
     def _trigger_sources(self) -> list[dict[str, Any]]:
-        from lakefeed.checkpoint import CdfCheckpoint
+        from lakefeed.cdf.checkpoint import CdfCheckpoint
         from lakefeed.targets import verify_targets
         from lakefeed_airflow.cdf_tasks import refresh_remedy, verify_definition_of
         from lakefeed_airflow.settings import VariableCell
@@ -295,7 +295,8 @@ class ResolvedTimestampSensor(_PollingSensor):
         self.target_root = target_root
 
     def _check(self) -> tuple[bool, dict[str, Any]]:
-        from lakefeed.checkpoint import CrdbCheckpoint, verify_definition
+        from lakefeed.checkpoint import verify_definition
+        from lakefeed.crdb.checkpoint import CrdbCheckpoint
         from lakefeed.targets import verify_targets
         from lakefeed_airflow.crdb_tasks import RESET_REMEDY, recorded_root, root_of
         from lakefeed_airflow.settings import VariableCell

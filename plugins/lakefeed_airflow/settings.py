@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import logging
 
-from lakefeed.checkpoint import BlobCheckpoint, CdfCheckpoint, CrdbCheckpoint
+from lakefeed.blob.checkpoint import BlobCheckpoint
+from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import BlobPipelineConfig, CdfConfig, CdfPipeline, CrdbConfig
+from lakefeed.crdb.checkpoint import CrdbCheckpoint
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ class _PollingTrigger(BaseTrigger):
         raise NotImplementedError
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from lakefeed.blob.timegrid import parse_time
         from lakefeed.errors import Refusal
+        from lakefeed.times import parse_time
 
         deadline = parse_time(self.deadline)
         while True:
@@ -64,8 +64,8 @@ def feed_readiness(
     """Is a blob change feed window past the watermark ready? Refuses a checkpoint of another feed."""
     from lakefeed.blob.feed import ChangeFeed
     from lakefeed.blob.schedule import check_readiness
-    from lakefeed.blob.timegrid import parse_time
     from lakefeed.checkpoint import verify_feed
+    from lakefeed.times import parse_time
     from lakefeed_airflow.blob_tasks import RESET_REMEDY
     from lakefeed_airflow.wasb_feed import feed_store
 

@@ -29,14 +29,15 @@ from pathlib import Path
 
 import psutil
 import pytest
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed
+from lakefeed_testing.cdf_simulator import SourceSimulator, create_source, live_rows
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
 from lakefeed.azure import CONNECTION_STRING, hadoop_url
-from lakefeed.blob.generator import FeedSpec, generate_feed
-from lakefeed.blob.timegrid import HOUR, format_time
-from lakefeed.cdf.simulator import SourceSimulator, create_source, live_rows
-from lakefeed.crdb.generator import SinkSpec, generate_sink
+from lakefeed.blob.timegrid import HOUR
 from lakefeed.spark import apply_storage_credentials
 from lakefeed.storage import Store, credentials_scope
+from lakefeed.times import format_time
 from tests.airflow_env import assert_each_entry_announced_once, progress
 from tests.fullstack.services import (
     airflow,

@@ -12,13 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 
 from lakefeed.azure import CONNECTION_STRING, CREDENTIAL_ENV, hadoop_url
 from lakefeed.blob.feed import ChangeFeed
-from lakefeed.blob.generator import FeedSpec, generate_feed
-from lakefeed.blob.timegrid import HOUR, format_time
+from lakefeed.blob.timegrid import HOUR
 from lakefeed.spark import apply_storage_credentials
 from lakefeed.storage import Store
+from lakefeed.times import format_time
 from tests.airflow_env import dags_test, dags_test_env, variable
 from tests.secret_watch import LiveWatch, file_leaks, found_forms
 

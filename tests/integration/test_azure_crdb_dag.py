@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
 from lakefeed.azure import CONNECTION_STRING, CREDENTIAL_ENV, hadoop_url
-from lakefeed.crdb.generator import SinkSpec, generate_sink
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.spark import apply_storage_credentials
 from lakefeed.storage import credentials_scope

@@ -14,9 +14,9 @@ from datetime import UTC
 from pathlib import Path
 
 import pytest
+from lakefeed_testing.cdf_simulator import SourceSimulator, create_source, latest_version
 
 from lakefeed.azure import CONNECTION_STRING, CREDENTIAL_ENV
-from lakefeed.cdf.simulator import SourceSimulator, create_source, latest_version
 from lakefeed.storage import credentials_scope
 from tests.airflow_env import (
     assert_each_entry_announced_once,

@@ -13,8 +13,8 @@ from datetime import UTC
 from pathlib import Path
 
 import pytest
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
-from lakefeed.crdb.generator import SinkSpec, generate_sink
 from lakefeed.crdb.sink import list_sink
 from lakefeed.errors import FeedConfigError, FeedError
 from lakefeed.storage import Store

@@ -10,9 +10,10 @@ import json
 import shutil
 
 import pytest
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 
-from lakefeed.blob.generator import FeedSpec, generate_feed
-from lakefeed.blob.timegrid import HOUR, format_time
+from lakefeed.blob.timegrid import HOUR
+from lakefeed.times import format_time
 from tests.airflow_env import (
     assert_each_entry_announced_once,
     assert_marks_caught_up,

@@ -9,9 +9,10 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 
-from lakefeed.blob.generator import FeedSpec, generate_feed
-from lakefeed.blob.timegrid import HOUR, format_time, parse_time
+from lakefeed.blob.timegrid import HOUR
+from lakefeed.times import format_time, parse_time
 from tests.airflow_env import dags_test, dags_test_env, last_run_id, variable, with_config, xcom
 
 pytestmark = pytest.mark.integration

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import fastavro
 import pytest
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 
 from lakefeed.blob.feed import segment_manifest_path
-from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.job import plan, run
-from lakefeed.blob.timegrid import HOUR, format_time
+from lakefeed.blob.timegrid import HOUR
 from lakefeed.errors import FeedCorruptError, WindowNotReadyError
+from lakefeed.times import format_time
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

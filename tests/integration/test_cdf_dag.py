@@ -8,8 +8,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from lakefeed_testing.cdf_simulator import SourceSimulator, create_source, latest_version, live_rows
 
-from lakefeed.cdf.simulator import SourceSimulator, create_source, latest_version, live_rows
 from tests.airflow_env import (
     assert_each_entry_announced_once,
     dags_test,

@@ -5,8 +5,8 @@ configuration in the metadata database are those of test_cdf_dag_identity.py."""
 from __future__ import annotations
 
 import pytest
+from lakefeed_testing.cdf_simulator import live_rows
 
-from lakefeed.cdf.simulator import live_rows
 from tests.airflow_env import dags_test, dags_test_env, last_run_id, variable, xcom
 from tests.integration.test_cdf_dag_identity import DAG, rows, set_config, source_with_history
 

@@ -29,8 +29,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from lakefeed_testing.cdf_simulator import SourceSimulator, create_source, latest_version, live_rows
 
-from lakefeed.cdf.simulator import SourceSimulator, create_source, latest_version, live_rows
 from tests.airflow_env import (
     dags_test,
     dags_test_env,

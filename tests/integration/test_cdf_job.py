@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from lakefeed_testing.cdf_simulator import SourceSimulator, create_source, latest_version, live_rows
 
 from lakefeed.cdf.job import full_refresh, run
 from lakefeed.cdf.schedule import split_range
-from lakefeed.cdf.simulator import SourceSimulator, create_source, latest_version, live_rows
 from lakefeed.errors import ChangeDataError
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from lakefeed_testing.cdf_simulator import create_source, latest_version, live_rows
 
 from lakefeed.cdf.job import full_refresh, run
-from lakefeed.cdf.simulator import create_source, latest_version, live_rows
 from lakefeed.errors import ChangeDataError
 
 pytestmark = pytest.mark.integration

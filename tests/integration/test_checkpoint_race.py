@@ -21,7 +21,7 @@ VARIABLE = "lakefeed_cdf_checkpoint__race"
 WRITER = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from lakefeed.checkpoint import CdfCheckpoint
+from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import CdfPipeline
 from lakefeed_airflow.cdf_tasks import _moved

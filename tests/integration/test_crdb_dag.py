@@ -10,8 +10,8 @@ import shutil
 import time
 
 import pytest
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
-from lakefeed.crdb.generator import SinkSpec, generate_sink
 from lakefeed.crdb.hlc import Hlc
 from tests.airflow_env import (
     assert_each_entry_announced_once,

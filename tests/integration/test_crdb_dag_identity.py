@@ -6,8 +6,8 @@ ground truth and the checkpoint Variable."""
 from __future__ import annotations
 
 import pytest
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
-from lakefeed.crdb.generator import SinkSpec, generate_sink
 from tests.airflow_env import dags_test, dags_test_env, variable, with_config
 from tests.integration.test_crdb_job import assert_matches_truth
 

@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
-from lakefeed.crdb.generator import SinkSpec, generate_sink
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.job import plan, run
 from lakefeed.errors import FeedCorruptError, WindowNotReadyError

@@ -28,12 +28,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
 from lakefeed.blob.avro_container import block_groups, read_header
 from lakefeed.blob.decode import ChunkRef, decode_chunk
 from lakefeed.blob.feed import parse_last_consumable, parse_manifest
-from lakefeed.blob.generator import FeedSpec, generate_feed
-from lakefeed.crdb.generator import SinkSpec, generate_sink
 from lakefeed.crdb.messages import ndjson_messages
 from lakefeed.crdb.sink import DATA, RESOLVED, list_sink, resolved_value
 from lakefeed.deltalog import DeltaLog

@@ -27,12 +27,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed
+from lakefeed_testing.cdf_simulator import SourceSimulator, create_source
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
 from lakefeed.assets import table_uri
-from lakefeed.blob.generator import FeedSpec, generate_feed
-from lakefeed.blob.timegrid import HOUR, format_time
-from lakefeed.cdf.simulator import SourceSimulator, create_source
-from lakefeed.crdb.generator import SinkSpec, generate_sink
+from lakefeed.blob.timegrid import HOUR
+from lakefeed.times import format_time
 from tests.airflow_env import ROOT, dags_test, dags_test_env, last_run_id, variable, wait_for, xcom
 from tests.fullstack.services import airflow, airflow_services, free_port
 

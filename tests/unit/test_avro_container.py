@@ -6,10 +6,10 @@ import io
 import fastavro
 import pyarrow as pa
 import pytest
+from lakefeed_testing.blob_generator import avro_schema
 
 from lakefeed.blob.avro_container import _long_bytes, _Stream, block_groups, read_header
 from lakefeed.blob.decode import ChunkRef, decode_chunk
-from lakefeed.blob.generator import avro_schema
 from lakefeed.errors import FeedCorruptError
 from lakefeed.storage import Store
 from tests.unit.test_decode import CHUNK, SEGMENT, record

@@ -3,7 +3,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lakefeed.checkpoint import BlobCheckpoint, CdfCheckpoint, TableMark, verify_feed, verify_table
+from lakefeed.blob.checkpoint import BlobCheckpoint
+from lakefeed.cdf.checkpoint import CdfCheckpoint
+from lakefeed.checkpoint import TableMark, verify_feed, verify_table
 from lakefeed.config import BlobPipelineConfig, CdfConfig
 from lakefeed.deltalog import TableState
 from lakefeed.errors import CheckpointError, CheckpointMismatchError, ConfigError

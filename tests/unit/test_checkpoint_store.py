@@ -3,7 +3,7 @@ the writer. (Writers taking turns, many processes at once: tests/unit/airflow/te
 
 import pytest
 
-from lakefeed.checkpoint import CdfCheckpoint
+from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.errors import CheckpointConflictError
 from tests.cells import FileCell

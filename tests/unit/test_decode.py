@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import fastavro
 import pyarrow as pa
 import pytest
+from lakefeed_testing.blob_generator import avro_schema
 
 from lakefeed.blob.decode import ChunkRef, columnar_readable, decode_chunk
-from lakefeed.blob.generator import avro_schema
 from lakefeed.blob.schema import RECORD_SCHEMA
 from lakefeed.errors import FeedCorruptError
 from lakefeed.storage import Store

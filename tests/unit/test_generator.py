@@ -6,9 +6,9 @@ from pathlib import Path
 
 import fastavro
 import pytest
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed, service_schema
 
 from lakefeed.blob.feed import ChangeFeed
-from lakefeed.blob.generator import FeedSpec, generate_feed, service_schema
 from lakefeed.storage import Store
 
 SPEC = FeedSpec(hours=4, events_per_hour=600, shards=3, records_per_chunk=150, seed=11)

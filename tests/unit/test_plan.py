@@ -2,9 +2,9 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 
 from lakefeed.blob.feed import ChangeFeed, segment_manifest_path
-from lakefeed.blob.generator import FeedSpec, generate_feed
 from lakefeed.blob.plan import (
     grid_of,
     is_ready,

@@ -2,7 +2,8 @@
 need, and when their absence is a certain loss, a possible one, or no loss at all."""
 
 from lakefeed.blob.retention import next_segment, retention_gap
-from lakefeed.blob.timegrid import HOUR, parse_time
+from lakefeed.blob.timegrid import HOUR
+from lakefeed.times import parse_time
 
 W = parse_time("2026-03-10T05:10Z")  # watermark: windows before it are applied
 NOW = parse_time("2026-03-10T07:10Z")  # lastConsumable now

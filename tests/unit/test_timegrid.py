@@ -2,16 +2,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lakefeed.blob.timegrid import (
-    HOUR,
-    WindowGrid,
-    claim_window,
-    format_ticks,
-    is_stray,
-    parse_event_time,
-    parse_time,
-    to_ticks,
-)
+from lakefeed.blob.timegrid import HOUR, WindowGrid, claim_window, format_ticks, is_stray, parse_event_time, to_ticks
+from lakefeed.times import parse_time
 
 GRID = WindowGrid(offset_minutes=10)
 

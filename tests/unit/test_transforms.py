@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 import fastavro
 import pyarrow as pa
 import pytest
+from lakefeed_testing.blob_generator import avro_schema
 
 from lakefeed.blob.decode import ChunkRef, decode_chunk
-from lakefeed.blob.generator import avro_schema
 from lakefeed.blob.transforms import dedupe_by_id, drop_control, latest_state_per_blob, owned, to_event_rows, with_claim
 from lakefeed.storage import Store
 

@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from lakefeed.blob.timegrid import parse_time
 from lakefeed.errors import FeedCorruptError, FeedError
 from lakefeed.storage import Store
+from lakefeed.times import parse_time
 
 CONTAINER = "$blobchangefeed"
 SEGMENTS_JSON = "meta/Segments.json"

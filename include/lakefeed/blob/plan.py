@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from lakefeed.blob.feed import ChangeFeed, ChunkFile, Segment, SegmentChunks
-from lakefeed.blob.timegrid import HOUR, WindowGrid, format_time
+from lakefeed.blob.timegrid import HOUR, WindowGrid
 from lakefeed.errors import DataLossError, FeedConfigError, FeedCorruptError, WindowNotReadyError
+from lakefeed.times import format_time
 
 log = logging.getLogger(__name__)
 ACKNOWLEDGE_DATA_LOSS = (

@@ -31,7 +31,7 @@ walk runs out and the client returns no events, without an error (and a shard
 whose chunk files are gone yields nothing). Here the gap stops the pipeline,
 naming the windows that may be incomplete, until a run acknowledges the loss.
 
->>> from lakefeed.blob.timegrid import parse_time as t
+>>> from lakefeed.times import parse_time as t
 >>> gap = retention_gap(t("2026-01-05T10:10Z"), t("2026-01-05T10:10Z"), t("2026-01-05T12:10Z"),
 ...                     t("2026-01-09T00:10Z"), t("2026-01-12T00:10Z"))
 >>> gap.certain, format_time(gap.first_window), format_time(gap.end_window)
@@ -46,7 +46,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from lakefeed.blob.timegrid import HOUR, format_time
+from lakefeed.blob.timegrid import HOUR
+from lakefeed.times import format_time
 
 MIN_RETENTION = timedelta(days=1)  # the shortest change feed retention Azure allows
 

@@ -10,8 +10,9 @@ from datetime import datetime
 
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.plan import is_ready, windows_in_range
-from lakefeed.blob.timegrid import HOUR, WindowGrid, format_time, parse_time
+from lakefeed.blob.timegrid import HOUR, WindowGrid
 from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyError
+from lakefeed.times import format_time, parse_time
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from lakefeed.times import format_time, utc
+
 TICKS_PER_SECOND = 10_000_000
 TICKS_PER_MICROSECOND = 10
 HOUR = timedelta(hours=1)
@@ -60,7 +62,7 @@ def parse_event_time(text: str) -> int:
 
 def to_ticks(moment: datetime) -> int:
     """Ticks of an aware datetime (microsecond precision is all a datetime has)."""
-    moment = _utc(moment)
+    moment = utc(moment)
     return calendar.timegm(moment.timetuple()) * TICKS_PER_SECOND + moment.microsecond * 10
 
 
@@ -71,29 +73,6 @@ def from_ticks(ticks: int) -> datetime:
 
 def format_ticks(ticks: int) -> str:
     return format_time(from_ticks(ticks))
-
-
-def format_time(moment: datetime) -> str:
-    """``2026-01-01T04:10:00Z``: the form windows are named by in logs, XCom and commits."""
-    return _utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str) -> datetime:
-    """Parse a user-given ISO time (``2026-01-01T04:10``, ``...Z``, ``...+00:00``) as UTC."""
-    cleaned = text.strip().replace(" ", "T")
-    if cleaned.endswith("Z"):
-        cleaned = cleaned[:-1] + "+00:00"
-    try:
-        moment = datetime.fromisoformat(cleaned)
-    except ValueError:
-        raise ValueError(f"not an ISO-8601 time: {text!r}") from None
-    return _utc(moment)
-
-
-def _utc(moment: datetime) -> datetime:
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -115,7 +94,7 @@ class WindowGrid:
         return ticks - (ticks - self.offset_ticks) % HOUR_TICKS
 
     def contains_start(self, moment: datetime) -> bool:
-        moment = _utc(moment)
+        moment = utc(moment)
         return moment.minute == self.offset_minutes and moment.second == 0 and moment.microsecond == 0
 
     def floor(self, moment: datetime) -> datetime:
@@ -124,11 +103,11 @@ class WindowGrid:
     def windows(self, start: datetime, end: datetime) -> list[datetime]:
         """Every grid window starting in ``[start, end)``."""
         first = self.floor(start)
-        if first < _utc(start):
+        if first < utc(start):
             first += HOUR
         out = []
         current = first
-        while current < _utc(end):
+        while current < utc(end):
             out.append(current)
             current += HOUR
         return out

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.cdf.log import REFRESH_MARKER, check_later_changes, check_range, check_target, latest_schema
+from lakefeed.cdf.log import check_later_changes, check_range, check_target, latest_schema
 from lakefeed.cdf.transforms import (
     CDF_COLUMNS,
     DELETED_COLUMN,
@@ -43,6 +43,7 @@ from lakefeed.cdf.transforms import (
     to_target_rows,
 )
 from lakefeed.delta import (
+    REFRESH_MARKER,
     UPDATED_IN_PLACE,
     count_effects,
     ensure_table,

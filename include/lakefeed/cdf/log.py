@@ -26,7 +26,6 @@ log_module = logging.getLogger(__name__)
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 # userMetadata key of the commit with which a full refresh rebuilt a target (its value: the source version).
-REFRESH_MARKER = "fullRefreshVersion"
 COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
 
 

@@ -215,16 +215,16 @@ def _read_messages(
     spark: SparkSession, sink_root: str, sink_range: SinkRange, parquet_keys: dict[str, list[str]]
 ) -> DataFrame:
     """Every message of the range's files: one Spark task per file, parsed and checked in the workers."""
-    from lakefeed.blob.schema import spark_schema
+    from pyspark.sql.pandas.types import from_arrow_schema
 
     rows = [
         (sink_root, f.key, f.topic, f.schema_id, f.format, f.compression, ",".join(parquet_keys.get(f.topic, [])))
         for f in sorted(sink_range.files, key=lambda f: -f.size)
     ]  # largest first: the stage ends evenly
     inputs = spark.createDataFrame(
-        spark.sparkContext.parallelize(rows, max(1, len(rows))), spark_schema(FILE_INPUT_SCHEMA)
+        spark.sparkContext.parallelize(rows, max(1, len(rows))), from_arrow_schema(FILE_INPUT_SCHEMA)
     )
-    return inputs.mapInArrow(decode_arrow_partition, spark_schema(MESSAGE_SCHEMA))
+    return inputs.mapInArrow(decode_arrow_partition, from_arrow_schema(MESSAGE_SCHEMA))
 
 
 def _merge_topic(

@@ -10,10 +10,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed
+
 from lakefeed.assets import announced_in
-from lakefeed.blob.generator import FeedSpec, generate_feed
-from lakefeed.blob.timegrid import parse_time
-from lakefeed.checkpoint import BlobCheckpoint, TableMark
+from lakefeed.blob.checkpoint import BlobCheckpoint
+from lakefeed.checkpoint import TableMark
 from lakefeed.config import BlobPipelineConfig
 from lakefeed.errors import (
     CheckpointMismatchError,
@@ -22,6 +23,7 @@ from lakefeed.errors import (
     FeedCorruptError,
     WindowNotReadyError,
 )
+from lakefeed.times import parse_time
 from lakefeed_airflow import blob_tasks
 from lakefeed_airflow.runs import RunContext
 from tests.cells import file_store, job_outputs

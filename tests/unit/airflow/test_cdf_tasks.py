@@ -13,7 +13,7 @@ from deltalake import write_deltalake
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
-from lakefeed.checkpoint import CdfCheckpoint
+from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.config import CdfConfig, CdfPipeline
 from lakefeed.deltalog import DeltaLog
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError

@@ -10,9 +10,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
-from lakefeed.checkpoint import CrdbCheckpoint
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
+
 from lakefeed.config import CrdbConfig
-from lakefeed.crdb.generator import SinkSpec, generate_sink
+from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.errors import CheckpointMismatchError, ConfigError, WindowNotReadyError
 from lakefeed_airflow import crdb_tasks

@@ -18,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "plugins"))
 
-from lakefeed.blob.generator import FeedSpec, generate_feed  # noqa: E402
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed  # noqa: E402
+
 from lakefeed_airflow.operators import LakefeedSparkSubmitOperator  # noqa: E402
 
 # Stands in for spark-submit: drops its own options and runs the application with this Python, so the

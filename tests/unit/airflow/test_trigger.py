@@ -9,8 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
-from lakefeed.blob.generator import FeedSpec, generate_feed
-from lakefeed.blob.timegrid import format_time
+from lakefeed_testing.blob_generator import FeedSpec, generate_feed
+
+from lakefeed.times import format_time
 from lakefeed_airflow.triggers import ChangeFeedReadyTrigger
 
 

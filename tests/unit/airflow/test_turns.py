@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
-from lakefeed.checkpoint import CdfCheckpoint
+from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed_airflow.turns import Ticket, ahead_of, next_number, turn
 from tests.cells import FileCell, file_store
 

@@ -4,8 +4,8 @@ import gzip
 import json
 
 import pytest
+from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
-from lakefeed.crdb.generator import SinkSpec, generate_sink
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.sink import DATA, RESOLVED, list_sink, parse_file, plan_range, resolved_value
 from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyError

@@ -12,7 +12,7 @@ and a ``Publishing`` segment past ``lastConsumable``.
 The expected claim window of every event is decided by construction (which
 kind of event it was made as), not by the coverage rule under test.
 
-    python -m lakefeed.blob.generator --out data/feed --hours 4 --events-per-hour 5000
+    python -m lakefeed_testing.blob_generator --out data/feed --hours 4 --events-per-hour 5000
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from pathlib import Path
 import fastavro
 
 from lakefeed.blob.feed import CONTAINER, FINALIZED, PUBLISHING, segment_manifest_path
-from lakefeed.blob.timegrid import HOUR, TICKS_PER_SECOND, format_time, from_ticks, parse_time, to_ticks
+from lakefeed.blob.timegrid import HOUR, TICKS_PER_SECOND, from_ticks, to_ticks
+from lakefeed.times import format_time, parse_time
 
 DEFAULT_START = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
 TOPIC = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Storage/storageAccounts/demo"

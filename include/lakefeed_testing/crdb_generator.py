@@ -15,7 +15,7 @@ new column), and a file of the sink's naming bug: written after a RESOLVED file 
 The expected final state is the last committed version of every row, from the simulated history, not
 from the rule under test.
 
-    python -m lakefeed.crdb.generator --out data/crdb_sink --steps 40 --changes-per-step 200
+    python -m lakefeed_testing.crdb_generator --out data/crdb_sink --steps 40 --changes-per-step 200
 """
 
 from __future__ import annotations

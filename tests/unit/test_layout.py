@@ -1,0 +1,81 @@
+"""The module map holds: feed packages never import each other, the shared library imports no feed, and the
+runtime (library, plugins, jobs, DAGs) never imports the test-data package. Read from the source with ``ast``,
+lazy imports inside functions included. The library's doctests run here too."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "include" / "lakefeed"
+FEEDS = ("blob", "cdf", "crdb")
+RUNTIME = [LIBRARY, ROOT / "plugins", ROOT / "spark_jobs", ROOT / "dags"]
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports (absolute names; relative imports are not used in this project)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def importers(folder: Path, prefix: str) -> dict[str, list[str]]:
+    """The files under ``folder`` that import a module named ``prefix`` or below it, with what they import."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        hits = sorted(n for n in imported_modules(path) if n == prefix or n.startswith(prefix + "."))
+        if hits:
+            found[str(path.relative_to(ROOT))] = hits
+    return found
+
+
+@pytest.mark.parametrize("feed", FEEDS)
+def test_no_feed_package_imports_another(feed: str) -> None:
+    others = {other: importers(LIBRARY / feed, f"lakefeed.{other}") for other in FEEDS if other != feed}
+    assert others == {other: {} for other in others}
+
+
+def test_the_shared_library_imports_no_feed() -> None:
+    shared = list(LIBRARY.glob("*.py"))
+    found = {
+        str(path.relative_to(ROOT)): sorted(
+            n
+            for n in imported_modules(path)
+            if any(n == f"lakefeed.{f}" or n.startswith(f"lakefeed.{f}.") for f in FEEDS)
+        )
+        for path in shared
+    }
+    assert {path: names for path, names in found.items() if names} == {}
+
+
+@pytest.mark.parametrize("folder", RUNTIME, ids=lambda p: p.name)
+def test_the_runtime_never_imports_test_data_generators(folder: Path) -> None:
+    assert importers(folder, "lakefeed_testing") == {}
+
+
+def test_imports_of_the_module_map_are_read() -> None:
+    """The checks above can fail: a feed's job does import the shared library, and the tests the generators."""
+    assert "lakefeed.delta" in imported_modules(LIBRARY / "cdf" / "job.py")
+    assert importers(ROOT / "tests" / "unit", "lakefeed_testing")
+
+
+DOCTESTED = sorted(
+    ".".join(path.relative_to(LIBRARY.parent).with_suffix("").parts)
+    for path in LIBRARY.rglob("*.py")
+    if ">>> " in path.read_text()
+)
+
+
+@pytest.mark.parametrize("module", DOCTESTED)
+def test_doctests(module: str) -> None:
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0 and result.attempted > 0
