@@ -81,9 +81,7 @@ def blob_changefeed_to_delta():
 
     wire_pipeline(
         sensor=wait_for_ready_window,
-        plan=blob_tasks.plan_task,
-        job_arguments=blob_tasks.arguments_task,
-        commit=blob_tasks.commit_task,
+        feed=blob_tasks.FEED,
         plan_task_id="plan_windows",
         apply_task_id="ingest_windows",
         commit_task_id=blob_tasks.COMMIT_TASK_ID,

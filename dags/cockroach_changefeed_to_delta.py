@@ -68,9 +68,7 @@ def cockroach_changefeed_to_delta():
 
     wire_pipeline(
         sensor=wait_for_resolved,
-        plan=crdb_tasks.plan_task,
-        job_arguments=crdb_tasks.arguments_task,
-        commit=crdb_tasks.commit_task,
+        feed=crdb_tasks.FEED,
         plan_task_id="plan_ranges",
         apply_task_id="apply_ranges",
         commit_task_id=crdb_tasks.COMMIT_TASK_ID,

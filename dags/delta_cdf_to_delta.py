@@ -75,15 +75,12 @@ def delta_cdf_to_delta():
 
     wire_pipeline(
         sensor=wait_for_new_versions,
-        plan=cdf_tasks.plan_task,
-        job_arguments=cdf_tasks.arguments_task,
-        commit=cdf_tasks.commit_task,
+        feed=cdf_tasks.FEED,
         plan_task_id="plan_ranges",
         apply_task_id="apply_ranges",
         commit_task_id=cdf_tasks.COMMIT_TASK_ID,
         job_script=cdf_tasks.JOB_SCRIPT,
         job_name="delta_cdf_to_delta",
-        job_connections=cdf_tasks.connections_task,
     )
 
 

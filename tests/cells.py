@@ -30,6 +30,6 @@ def file_store(folder: Path, kind, name: str = "cp") -> CheckpointStore:
 def job_outputs(planned: dict):
     """What the spark-submit tasks of a planned run left in XCom (summaries, refusals), as the commit step
     pulls it; kept beside the plan for the unit tests."""
-    from lakefeed_airflow.runs import JobOutputs
+    from lakefeed.pipeline import JobOutputs
 
     return planned.setdefault("_jobOutputs", JobOutputs())

@@ -78,7 +78,7 @@ def refusals_fail_the_task() -> Iterator[None]:
 @contextmanager
 def summary_kept_on_failure(ti) -> Iterator[None]:
     """A commit step that fails because jobs failed still leaves its run summary in XCom."""
-    from lakefeed_airflow.runs import BatchesFailed, RefusedWithReport
+    from lakefeed.pipeline import BatchesFailed, RefusedWithReport
 
     try:
         yield

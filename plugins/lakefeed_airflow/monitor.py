@@ -299,7 +299,7 @@ def crdb_card() -> dict[str, Any]:
 def overview(readable: Callable[[str], bool] = lambda dag_id: True) -> dict[str, Any]:
     """The card of every configured pipeline whose DAG's runs ``readable(dag_id)`` allows (a config that
     cannot be read is shown as that card's error); nothing is read for a pipeline that is not shown."""
-    cards = []
+    cards: list[dict[str, Any]] = []
     for key, dag_id, build in (
         ("blob", BLOB_DAG, lambda: [blob_card()]),
         ("cdf", CDF_DAG, cdf_cards),

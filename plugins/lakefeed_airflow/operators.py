@@ -110,7 +110,7 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
 
         return not _unset(self.wasb_conn_id) or any(is_azure_url(str(a)) for a in self.application_args or [])
 
-    def execute(self, context: Any) -> dict:
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the summary is its XCom
         """Submit the job; return its summary (the task's XCom)."""
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -176,5 +176,5 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         from lakefeed_airflow.wasb_feed import connection_credentials, process_environment
 
         self.log.info("credentials for the feed come from connection %s (environment, not argv)", self.wasb_conn_id)
-        with process_environment(connection_credentials(self.wasb_conn_id)):
+        with process_environment(connection_credentials(str(self.wasb_conn_id))):
             super().execute(context)

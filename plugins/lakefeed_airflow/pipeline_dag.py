@@ -3,8 +3,9 @@
     <sensor> → <plan> → spark_arguments → <apply>[one spark-submit per job, mapped] → <commit>
                                                    (every task) → fail_run_if_a_task_failed
 
-Each pipeline brings its sensor and three plain functions (``plan(params, run)``,
-``job_arguments(planned)``, ``commit(planned, outputs, run_id, announced_since)``). Only the plan reads the configuration
+Each pipeline brings its sensor and its feed (:class:`lakefeed.pipeline.Feed`: ``plan(params, run)``,
+``job_arguments(planned)``, ``job_connections(planned)``, ``commit(planned, outputs, run_id, announced_since)``).
+Only the plan reads the configuration
 (and the checkpoint) when it runs, and carries the configuration in its XCom (``config``): the job
 arguments, the Spark settings and timeout, the ``wasb`` connection and the commit step all come from
 the plan, so an edit of the Variable in the middle of a run cannot make a commit step vouch for work
@@ -28,10 +29,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow.sdk import Asset, AssetAlias, get_current_context, task
+from airflow.sdk import Asset, AssetAlias, BaseOperator, get_current_context, task
 
 from lakefeed.assets import ALIASES, announced_in
 from lakefeed.ledger import AnnouncedSince, IsAnnounced
+from lakefeed.pipeline import Feed
 from lakefeed.spark import delta_package
 from lakefeed_airflow.dag_defaults import (
     CHECKPOINT_POOL,
@@ -42,7 +44,7 @@ from lakefeed_airflow.dag_defaults import (
     summary_kept_on_failure,
 )
 from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
-from lakefeed_airflow.runs import JobOutputs
+from lakefeed_airflow.runs import job_outputs
 from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 
 ARGUMENTS_TASK_ID = "spark_arguments"
@@ -72,21 +74,17 @@ def recorded_events(alias_events: Callable[[], Any]) -> AnnouncedSince:
 
 def wire_pipeline(
     *,
-    sensor,
-    plan: Callable[[dict, Any], dict],
-    job_arguments: Callable[[dict], list],
-    commit: Callable[[dict, JobOutputs, str, AnnouncedSince], dict],
+    sensor: BaseOperator,
+    feed: Feed,
     plan_task_id: str,
     apply_task_id: str,
     commit_task_id: str,
     job_script: str,
     job_name: str,
-    job_connections: Callable[[dict], list[str | None]] | None = None,
 ) -> None:
     """Create the tasks after ``sensor`` inside a ``@dag`` function. The Spark settings, timeout and the
     ``wasb`` connection (whose credential the job gets in its environment) come from the configuration
-    the plan carries: each job's connection from ``job_connections(planned)`` when given (one per job),
-    else the configuration's ``wasb_conn_id``."""
+    the plan carries: each job's connection from ``feed.job_connections(planned)``."""
     config = f"ti.xcom_pull(task_ids='{plan_task_id}')['config']"
 
     @task(task_id=plan_task_id, retries=1, multiple_outputs=False)
@@ -96,12 +94,13 @@ def wire_pipeline(
         from airflow.sdk.exceptions import AirflowSkipException
 
         from lakefeed.errors import WindowNotReadyError
-        from lakefeed_airflow.runs import RunContext, backfill_not_ready
+        from lakefeed.pipeline import backfill_not_ready
+        from lakefeed_airflow.runs import run_context
 
-        run = RunContext.from_airflow(get_current_context())
+        run = run_context(get_current_context())
         with refusals_fail_the_task():
             try:
-                return plan(params or {}, run)
+                return feed.plan(params or {}, run)
             except WindowNotReadyError as exc:
                 if run.is_airflow_backfill:
                     raise AirflowSkipException(backfill_not_ready(run, exc)) from exc
@@ -110,10 +109,8 @@ def wire_pipeline(
     @task(task_id=ARGUMENTS_TASK_ID)
     def spark_arguments(planned: dict) -> list[dict]:
         """One submission per job: its ``application_args`` and the ``wasb`` connection it runs with."""
-        arguments = job_arguments(planned)
-        connections = (
-            job_connections(planned) if job_connections else [planned["config"].get("wasb_conn_id")] * len(arguments)
-        )
+        arguments = feed.job_arguments(planned)
+        connections = feed.job_connections(planned)
         return [
             {"application_args": args, "wasb_conn_id": connection or ""}
             for args, connection in zip(arguments, connections, strict=True)
@@ -134,9 +131,9 @@ def wire_pipeline(
         from lakefeed_airflow.turns import Registers, turn
 
         planned = planned_or_skip(ti, plan_task_id)
-        outputs = JobOutputs.pulled(ti, apply_task_id, len(ti.xcom_pull(task_ids=ARGUMENTS_TASK_ID) or []))
+        outputs = job_outputs(ti, apply_task_id, len(ti.xcom_pull(task_ids=ARGUMENTS_TASK_ID) or []))
         with refusals_fail_the_task(), summary_kept_on_failure(ti), turn(Registers(ti, commit_task_id), run_id):
-            report = commit(planned, outputs, run_id, recorded_events(lambda: inlet_events[alias]))
+            report = feed.commit(planned, outputs, run_id, recorded_events(lambda: inlet_events[alias]))
         emit_asset_events(outlet_events[alias], report)
         return report
 
@@ -151,7 +148,7 @@ def wire_pipeline(
         extra_conf=f"{{{{ ({config}.spark_conf or {{}}) | tojson }}}}",
         timeout_minutes=f"{{{{ {config}.spark_job_timeout_minutes }}}}",
         summary_root=f"{{{{ {config}.job_summary_root or '' }}}}",
-    ).expand_kwargs(spark_arguments(planned))
+    ).expand_kwargs(spark_arguments(planned))  # type: ignore[arg-type]  # the plan's XComArg
     committed = commit_task()
     sensor >> planned
     apply >> committed

@@ -172,9 +172,9 @@ class ChangeFeedReadySensor(_PollingSensor):
 
     def _trigger_arguments(self) -> dict[str, Any]:
         from lakefeed.blob.checkpoint import BlobCheckpoint
+        from lakefeed.blob.pipeline import RESET_REMEDY
         from lakefeed.targets import verify_targets
         from lakefeed.times import format_time
-        from lakefeed_airflow.blob_tasks import RESET_REMEDY
         from lakefeed_airflow.settings import VariableCell
 
         cell = VariableCell(self.checkpoint_variable)
@@ -219,8 +219,8 @@ class DeltaVersionSensor(_PollingSensor):
 
     def _trigger_sources(self) -> list[dict[str, Any]]:
         from lakefeed.cdf.checkpoint import CdfCheckpoint
+        from lakefeed.cdf.pipeline import refresh_remedy, verify_definition_of
         from lakefeed.targets import verify_targets
-        from lakefeed_airflow.cdf_tasks import refresh_remedy, verify_definition_of
         from lakefeed_airflow.settings import VariableCell
         from lakefeed_airflow.wasb_feed import connection_scope
 
@@ -297,17 +297,18 @@ class ResolvedTimestampSensor(_PollingSensor):
     def _check(self) -> tuple[bool, dict[str, Any]]:
         from lakefeed.checkpoint import verify_definition
         from lakefeed.crdb.checkpoint import CrdbCheckpoint
+        from lakefeed.crdb.pipeline import RESET_REMEDY, recorded_root, root_of
         from lakefeed.targets import verify_targets
-        from lakefeed_airflow.crdb_tasks import RESET_REMEDY, recorded_root, root_of
         from lakefeed_airflow.settings import VariableCell
 
         cell = VariableCell(self.checkpoint_variable)
         checkpoint = CrdbCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
-        if _none_if_blank(self.target_root):
+        target_root = _none_if_blank(self.target_root)
+        if target_root:
             verify_definition(
                 "target_root",
                 recorded_root(checkpoint),
-                root_of(self.target_root),
+                root_of(target_root),
                 f"Variable {cell.name}",
                 RESET_REMEDY,
             )

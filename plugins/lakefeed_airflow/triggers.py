@@ -63,10 +63,10 @@ def feed_readiness(
 ) -> tuple[bool, dict[str, Any]]:
     """Is a blob change feed window past the watermark ready? Refuses a checkpoint of another feed."""
     from lakefeed.blob.feed import ChangeFeed
+    from lakefeed.blob.pipeline import RESET_REMEDY
     from lakefeed.blob.schedule import check_readiness
     from lakefeed.checkpoint import verify_feed
     from lakefeed.times import parse_time
-    from lakefeed_airflow.blob_tasks import RESET_REMEDY
     from lakefeed_airflow.wasb_feed import feed_store
 
     def time_or_none(text):
@@ -171,8 +171,8 @@ class DeltaVersionTrigger(_PollingTrigger):
 def sources_behind(sources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The sources whose latest version (from ``_delta_log``) is past their applied version. A source that
     is not the table its checkpoint recorded (dropped and recreated, or an older copy) is refused, naming it."""
+    from lakefeed.cdf.pipeline import verify_source
     from lakefeed.deltalog import DeltaLog
-    from lakefeed_airflow.cdf_tasks import verify_source
     from lakefeed_airflow.wasb_feed import location_store
 
     behind = {}
@@ -204,8 +204,8 @@ def resolved_readiness(
     on (never the whole sink); refuses a checkpoint of another sink."""
     from lakefeed.checkpoint import verify_feed
     from lakefeed.crdb.hlc import Hlc
+    from lakefeed.crdb.pipeline import RESET_REMEDY
     from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
-    from lakefeed_airflow.crdb_tasks import RESET_REMEDY
     from lakefeed_airflow.wasb_feed import feed_store
 
     store = feed_store(sink_root, wasb_conn_id)

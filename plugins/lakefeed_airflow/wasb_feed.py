@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from lakefeed.azure import azure_location, credential_env, is_azure_url
@@ -81,7 +81,7 @@ def connection_credentials(wasb_conn_id: str) -> dict[str, str]:
     return credential_env(login=conn.login, password=conn.password, host=conn.host, extra=conn.extra_dejson or {})
 
 
-def connection_scope(wasb_conn_id: str | None):
+def connection_scope(wasb_conn_id: str | None) -> AbstractContextManager[None]:
     """Within it, stores of Azure URLs opened without a credential of their own (target ledgers, tables
     under a root) read with this connection's (:func:`lakefeed.storage.credentials_scope`)."""
     from lakefeed.storage import credentials_scope
@@ -116,3 +116,20 @@ def process_environment(variables: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+class AirflowStorage:
+    """The :class:`lakefeed.pipeline.Storage` of the DAGs' tasks: Azure through Airflow's ``wasb`` connections
+    (:func:`feed_store`, :func:`location_store`, :func:`connection_scope`)."""
+
+    def feed(self, url: str, connection: str | None) -> StoreBase:
+        return feed_store(url, connection)
+
+    def table(self, url: str, connection: str | None) -> StoreBase:
+        return location_store(url, connection)
+
+    def scope(self, connection: str | None) -> AbstractContextManager[None]:
+        return connection_scope(connection)
+
+
+AIRFLOW_STORAGE = AirflowStorage()

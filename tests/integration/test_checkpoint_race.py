@@ -24,7 +24,7 @@ sys.path.insert(0, sys.argv[1])
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import CdfPipeline
-from lakefeed_airflow.cdf_tasks import _moved
+from lakefeed.cdf.pipeline import pipeline_change
 from lakefeed_airflow.settings import VariableCell
 from lakefeed_airflow.turns import Ticket, turn
 
@@ -53,7 +53,7 @@ for run in range(runs):
         done = {i: {} for i, _ in mine[: 2 * run + int(kind[-1])]}
         plan = {"kind": "scheduled", "origin": 0, "sourceTableId": "s-1"}
     with turn(VariableRegisters(), kind, poll=0.01):
-        before, after = store.update(lambda cp: _moved(cp, plan, mine, done, pipeline, f"{kind}-{run}", cp.announced))
+        before, after = store.update(pipeline_change(plan, mine, done, pipeline, f"{kind}-{run}", lambda cp: cp.announced))
     VariableRegisters().push(Ticket(kind))  # the step's task instance ends: no longer running
     if after != before:
         writes.append([before.applied_version, after.applied_version, after.generation])

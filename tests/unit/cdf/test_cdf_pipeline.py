@@ -13,13 +13,13 @@ from deltalake import write_deltalake
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
+from lakefeed.cdf import pipeline as cdf_pipeline
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.config import CdfConfig, CdfPipeline
 from lakefeed.deltalog import DeltaLog
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError
+from lakefeed.pipeline import RunContext
 from lakefeed.storage import Store
-from lakefeed_airflow import cdf_tasks
-from lakefeed_airflow.runs import RunContext
 from lakefeed_airflow.triggers import sources_behind
 from tests.cells import file_store, job_outputs
 
@@ -63,21 +63,21 @@ def checkpoints(store):
 
 def finish(planned, index, **extra):
     job = planned["jobs"][index]
-    if job["mode"] == cdf_tasks.FULL_REFRESH:
+    if job["mode"] == cdf_pipeline.FULL_REFRESH:
         summary = {"mode": job["mode"], "startingVersion": job["version"], "endingVersion": job["version"]}
     else:
         summary = {"mode": job["mode"], "startingVersion": job["start"], "endingVersion": job["end"]}
-    pipeline = cdf_tasks.planned_config(planned).pipeline(job["pipeline"])
+    pipeline = cdf_pipeline.planned_config(planned).pipeline(job["pipeline"])
     summary |= {"source": pipeline.source_table, "target": pipeline.target_table}
     job_outputs(planned).summaries[index] = {**summary, "inserted": 1, **extra}
 
 
 def commit(config, store, planned, run_id="r"):
-    return cdf_tasks.commit({"orders": store}, planned, job_outputs(planned), run_id)
+    return cdf_pipeline.commit({"orders": store}, planned, job_outputs(planned), run_id)
 
 
 def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(config, store):
-    planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
+    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
     assert [(j["start"], j["end"]) for j in planned["jobs"]] == [(0, 2), (3, 5), (6, 7)]
     assert planned["pipelines"]["orders"]["kind"] == "scheduled" and planned["pipelines"]["orders"]["origin"] == 0
     for index in range(3):
@@ -86,7 +86,7 @@ def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(c
     after = store.load()
     assert after.applied_version == 7 and report["pipelines"]["orders"]["lagVersions"] == 0
     assert after.source_id == DeltaLog(Store(config.pipelines[0].source_table)).table_id()
-    args = cdf_tasks.job_arguments(planned)
+    args = cdf_pipeline.job_arguments(planned)
     assert args[1][-6:] == [
         "--starting-version",
         "3",
@@ -106,7 +106,7 @@ def test_first_run_of_a_source_whose_change_feed_came_late_is_a_full_refresh(tmp
             )
         ]
     )
-    planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
+    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
     assert planned["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 1}]
     assert planned["pipelines"]["orders"]["kind"] == "reset"
     finish(planned, 0)
@@ -115,7 +115,7 @@ def test_first_run_of_a_source_whose_change_feed_came_late_is_a_full_refresh(tmp
 
 
 def test_a_backfill_before_the_first_run_creates_no_checkpoint(config, store):
-    planned = cdf_tasks.plan(
+    planned = cdf_pipeline.plan(
         config,
         checkpoints(store),
         {"pipeline": "orders", "starting_version": 4, "ending_version": 5},
@@ -126,7 +126,7 @@ def test_a_backfill_before_the_first_run_creates_no_checkpoint(config, store):
     report = commit(config, store, planned)
     assert store.load() == CdfCheckpoint() and report["pipelines"]["orders"]["appliedVersion"] is None
     # ... so the scheduled run after it still starts at version 0.
-    assert cdf_tasks.plan(config, checkpoints(store), {}, run("s2"))["jobs"][0]["start"] == 0
+    assert cdf_pipeline.plan(config, checkpoints(store), {}, run("s2"))["jobs"][0]["start"] == 0
 
 
 def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_version(config, store):
@@ -137,7 +137,7 @@ def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_
             source=config.pipelines[0].source_table,
         )
     )
-    planned = cdf_tasks.plan(
+    planned = cdf_pipeline.plan(
         config, checkpoints(store), {"full_refresh": True, "ending_version": 3}, run("manual__2", "manual")
     )
     assert planned["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 3}]
@@ -145,7 +145,7 @@ def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_
     report = commit(config, store, planned)
     assert store.load().applied_version == 3
     assert report["pipelines"]["orders"]["checkpointReset"] == {"from": 7, "to": 3}
-    assert [(j["start"], j["end"]) for j in cdf_tasks.plan(config, checkpoints(store), {}, run("s"))["jobs"]] == [
+    assert [(j["start"], j["end"]) for j in cdf_pipeline.plan(config, checkpoints(store), {}, run("s"))["jobs"]] == [
         (4, 6),
         (7, 7),
     ]
@@ -177,7 +177,7 @@ def test_ranges_a_full_refresh_replaced_after_they_committed_are_not_credited(co
     6..7 never reached the rebuilt target."""
     source_id = DeltaLog(Store(config.pipelines[0].source_table)).table_id()
     store.update(lambda cp: cp.moved(applied_version=1, source_id=source_id, source=config.pipelines[0].source_table))
-    planned = cdf_tasks.plan(config, checkpoints(store), {}, run("scheduled__2"))
+    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run("scheduled__2"))
     assert [(j["start"], j["end"]) for j in planned["jobs"]] == [(2, 4), (5, 7)]
     target_commit(config, startingVersion=2, endingVersion=4)  # target v0: job 0's MERGE
     finish(planned, 0, targetVersion=0, sourceTableId=source_id)
@@ -202,14 +202,14 @@ def test_ranges_a_full_refresh_replaced_after_they_committed_are_not_credited(co
 
 def test_a_failed_full_refresh_leaves_the_checkpoint(config, store):
     store.update(lambda cp: cp.moved(applied_version=7))
-    planned = cdf_tasks.plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
+    planned = cdf_pipeline.plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
     with pytest.raises(RuntimeError, match="1 of 1"):
         commit(config, store, planned)
     assert store.load().applied_version == 7
 
 
 def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(config, store, tmp_path):
-    planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
+    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
     for index in range(3):
         finish(planned, index)
     commit(config, store, planned)
@@ -220,7 +220,7 @@ def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(config, st
         CheckpointMismatchError,
         match=f"source table {source} is table .* but the table there now.*pipeline=orders and full_refresh=true",
     ):
-        cdf_tasks.plan(config, checkpoints(store), {}, run("s2"))
+        cdf_pipeline.plan(config, checkpoints(store), {}, run("s2"))
     watched = [
         {
             "name": "orders",
@@ -232,21 +232,21 @@ def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(config, st
     ]
     with pytest.raises(CheckpointMismatchError, match="dropped and recreated"):
         sources_behind(watched)  # the sensor refuses too, instead of waiting forever for version 8
-    refresh = cdf_tasks.plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
+    refresh = cdf_pipeline.plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
     finish(refresh, 0, sourceTableId=DeltaLog(Store(source)).table_id())
     commit(config, store, refresh)
     assert store.load().applied_version == 2 and store.load().source_id == DeltaLog(Store(source)).table_id()
-    assert cdf_tasks.plan(config, checkpoints(store), {}, run("s3"))["jobs"] == []
+    assert cdf_pipeline.plan(config, checkpoints(store), {}, run("s3"))["jobs"] == []
 
 
 def test_a_checkpoint_ahead_of_the_source_or_of_another_source_is_refused(config, store):
     source_id = DeltaLog(Store(config.pipelines[0].source_table)).table_id()
     ahead = {"orders": CdfCheckpoint(applied_version=20, source_id=source_id)}
     with pytest.raises(ChangeDataError, match="up to 20 .* latest version is 7: the table was replaced"):
-        cdf_tasks.plan(config, ahead, {}, run())
+        cdf_pipeline.plan(config, ahead, {}, run())
     other = {"orders": CdfCheckpoint(applied_version=2, source="/elsewhere")}
     with pytest.raises(CheckpointMismatchError, match="made reading /elsewhere"):
-        cdf_tasks.plan(config, other, {}, run())
+        cdf_pipeline.plan(config, other, {}, run())
 
 
 @pytest.mark.parametrize(
@@ -263,7 +263,7 @@ def test_a_checkpoint_ahead_of_the_source_or_of_another_source_is_refused(config
 )
 def test_bad_params_are_refused(config, store, params, error, message):
     with pytest.raises(error, match=message):
-        cdf_tasks.plan(config, checkpoints(store), params, run("m", "manual"))
+        cdf_pipeline.plan(config, checkpoints(store), params, run("m", "manual"))
 
 
 def test_several_pipelines_need_the_pipeline_param_for_a_backfill(config, store, tmp_path):
@@ -276,7 +276,7 @@ def test_several_pipelines_need_the_pipeline_param_for_a_backfill(config, store,
         ]
     )
     with pytest.raises(ConfigError, match="names its pipeline: choose one of orders, b"):
-        cdf_tasks.plan(two, {"orders": store.load(), "b": store.load()}, {"full_refresh": True}, run("m", "manual"))
+        cdf_pipeline.plan(two, {"orders": store.load(), "b": store.load()}, {"full_refresh": True}, run("m", "manual"))
 
 
 def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interval(config, store):
@@ -285,9 +285,9 @@ def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interv
     def moment(version):
         return datetime.fromtimestamp(delta_log.commit_timestamp(version) / 1000, tz=UTC)
 
-    planned = cdf_tasks.plan(config, checkpoints(store), {}, run("backfill__1", "backfill", moment(2), moment(6)))
+    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run("backfill__1", "backfill", moment(2), moment(6)))
     assert planned["kind"] == "backfill" and [(j["start"], j["end"]) for j in planned["jobs"]] == [(2, 4), (5, 5)]
-    empty = cdf_tasks.plan(
+    empty = cdf_pipeline.plan(
         config,
         checkpoints(store),
         {},
@@ -301,7 +301,7 @@ def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interv
 
 
 def test_a_summary_of_another_range_is_not_credited(config, store):
-    planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
+    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
     job_outputs(planned).summaries[0] = {"mode": "changes", "startingVersion": 3, "endingVersion": 5}
     finish(planned, 1)
     with pytest.raises(RuntimeError, match="2 of 3"):
@@ -312,7 +312,7 @@ def test_a_summary_of_another_range_is_not_credited(config, store):
 def test_changed_keys_or_columns_are_refused_naming_old_and_new_until_a_full_refresh(config, store):
     from dataclasses import replace
 
-    planned = cdf_tasks.plan(config, checkpoints(store), {}, run())
+    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
     for index in range(len(planned["jobs"])):
         finish(planned, index)
     commit(config, store, planned)
@@ -323,15 +323,15 @@ def test_changed_keys_or_columns_are_refused_naming_old_and_new_until_a_full_ref
         match=r"keys \[id\], but the configuration now says \[id, v\].*"
         r"full_refresh=true",
     ):
-        cdf_tasks.plan(rekeyed, checkpoints(store), {}, run("r2"))
+        cdf_pipeline.plan(rekeyed, checkpoints(store), {}, run("r2"))
     narrowed = replace(config, pipelines=[replace(config.pipelines[0], columns=["v"])])
     with pytest.raises(CheckpointMismatchError, match="columns all columns, but the configuration now says v"):
-        cdf_tasks.plan(narrowed, checkpoints(store), {}, run("r3"))
-    planned = cdf_tasks.plan(rekeyed, checkpoints(store), {"full_refresh": True}, run("m1", "manual"))
+        cdf_pipeline.plan(narrowed, checkpoints(store), {}, run("r3"))
+    planned = cdf_pipeline.plan(rekeyed, checkpoints(store), {"full_refresh": True}, run("m1", "manual"))
     finish(planned, 0)
     commit(rekeyed, store, planned)
     assert store.load().keys == ("id", "v")
-    cdf_tasks.plan(rekeyed, checkpoints(store), {}, run("r4"))  # the new definition is the checkpoint's now
+    cdf_pipeline.plan(rekeyed, checkpoints(store), {}, run("r4"))  # the new definition is the checkpoint's now
 
 
 def test_a_missing_source_is_refused_by_the_plan_and_the_sensor_naming_it(tmp_path, store):
@@ -350,7 +350,7 @@ def test_a_missing_source_is_refused_by_the_plan_and_the_sensor_naming_it(tmp_pa
         ({"full_refresh": True}, run("m2", "manual")),
     ):
         with pytest.raises(ChangeDataError, match=f"the source table {tmp_path / 'nowhere'} does not exist"):
-            cdf_tasks.plan(config, {"ghost": store.load()}, params, run_)
+            cdf_pipeline.plan(config, {"ghost": store.load()}, params, run_)
     with pytest.raises(ChangeDataError, match="does not exist"):
         sources_behind(
             [
@@ -379,8 +379,8 @@ def test_versions_cleaned_from_the_log_are_refused_for_ranges_and_backfill_inter
         pipelines=[CdfPipeline(name="orders", source_table=str(source), target_table=str(tmp_path / "t"), keys=["id"])]
     )
     with pytest.raises(DataLossError, match=f"versions 0..1 of {source} are no longer in its log"):
-        cdf_tasks.plan(config, checkpoints(store), {"starting_version": 0, "ending_version": 3}, run("m", "manual"))
-    cdf_tasks.plan(config, checkpoints(store), {"starting_version": 2, "ending_version": 3}, run("m2", "manual"))
+        cdf_pipeline.plan(config, checkpoints(store), {"starting_version": 0, "ending_version": 3}, run("m", "manual"))
+    cdf_pipeline.plan(config, checkpoints(store), {"starting_version": 2, "ending_version": 3}, run("m2", "manual"))
     interval = run(
         "backfill__1",
         "backfill",
@@ -388,7 +388,7 @@ def test_versions_cleaned_from_the_log_are_refused_for_ranges_and_backfill_inter
         datetime(2020, 1, 1, 1, tzinfo=UTC),
     )
     with pytest.raises(DataLossError, match="versions 0..1 .* are no longer in its log"):  # before: nothing, green
-        cdf_tasks.plan(config, checkpoints(store), {}, interval)
+        cdf_pipeline.plan(config, checkpoints(store), {}, interval)
 
 
 def test_a_commit_step_that_fails_after_one_pipelines_checkpoint_leaves_its_entries_due(config, store, tmp_path):
@@ -404,7 +404,7 @@ def test_a_commit_step_that_fails_after_one_pipelines_checkpoint_leaves_its_entr
         ]
     )
     other = file_store(tmp_path / "cp", CdfCheckpoint, "b")
-    planned = cdf_tasks.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
+    planned = cdf_pipeline.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
     for index, _job in enumerate(planned["jobs"]):
         finish(planned, index)
     target_commit(config, pipelineId="lakefeed_cdf_checkpoint__orders", startingVersion=0, endingVersion=2)
@@ -414,13 +414,13 @@ def test_a_commit_step_that_fails_after_one_pipelines_checkpoint_leaves_its_entr
 
     other.update = broken
     with pytest.raises(OSError):
-        cdf_tasks.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r")
+        cdf_pipeline.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r")
     assert store.load().applied_version == 7  # its progress stands ...
     [(location, mark)] = store.load().announced.items()
     assert location == config.pipelines[0].target_table and mark.version == -1  # ... its announcement does not
 
     del other.update
-    report = cdf_tasks.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r retry")
+    report = cdf_pipeline.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r retry")
     assert [c["extra"]["commits"] for c in report["targetsChanged"]] == [[0]]
 
 
@@ -438,7 +438,7 @@ def test_a_pipeline_whose_target_lost_its_jobs_commits_keeps_its_checkpoint_and_
         ]
     )
     other = file_store(tmp_path / "cp", CdfCheckpoint, "b")
-    planned = cdf_tasks.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
+    planned = cdf_pipeline.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
     variables = {"orders": "lakefeed_cdf_checkpoint__orders", "b": "lakefeed_cdf_checkpoint__b"}
     for index, job in enumerate(planned["jobs"]):
         target = two.pipeline(job["pipeline"]).target_table
@@ -468,7 +468,7 @@ def test_a_pipeline_whose_target_lost_its_jobs_commits_keeps_its_checkpoint_and_
             "Delta table there any more \\(dropped or moved\\)"
         ),
     ) as refused:
-        cdf_tasks.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r")
+        cdf_pipeline.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r")
     assert store.load() == CdfCheckpoint()  # nothing recorded for the lost target
     assert other.load().applied_version == 7  # the other pipeline's jobs are in its target's log: it moved
     report = refused.value.report  # kept in XCom for the monitor, with both pipelines

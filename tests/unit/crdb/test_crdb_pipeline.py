@@ -13,11 +13,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
 from lakefeed.config import CrdbConfig
+from lakefeed.crdb import pipeline as crdb_pipeline
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.errors import CheckpointMismatchError, ConfigError, WindowNotReadyError
-from lakefeed_airflow import crdb_tasks
-from lakefeed_airflow.runs import RunContext
+from lakefeed.pipeline import RunContext
 from lakefeed_airflow.triggers import ResolvedTimestampTrigger
 from tests.cells import file_store, job_outputs
 
@@ -61,32 +61,32 @@ def finish(planned, index):
 
 
 def test_scheduled_runs_take_resolved_files_in_batches_from_the_first_file(config, store, sink):
-    planned = crdb_tasks.plan(config, store.load(), {}, run())
+    planned = crdb_pipeline.plan(config, store.load(), {}, run())
     r = sink.resolved
     assert planned["batches"] == [{"after": None, "through": r[1]}, {"after": r[1], "through": r[3]}]
     assert planned["newestResolved"] == r[-1] and planned["sink"].startswith("file://")
-    args = crdb_tasks.job_arguments(planned)
+    args = crdb_pipeline.job_arguments(planned)
     assert "--after-resolved" not in args[0] and args[1][4:8] == ["--after-resolved", r[1], "--through-resolved", r[3]]
     finish(planned, 1)  # the first batch failed: nothing may move past it
     with pytest.raises(RuntimeError, match="1 of 2 batch"):
-        crdb_tasks.commit(store, planned, job_outputs(planned), "r1")
+        crdb_pipeline.commit(store, planned, job_outputs(planned), "r1")
     assert store.load().resolved is None and store.load().sink == planned["sink"]
     finish(planned, 0)
-    report = crdb_tasks.commit(store, planned, job_outputs(planned), "r1 retry")
+    report = crdb_pipeline.commit(store, planned, job_outputs(planned), "r1 retry")
     assert store.load().resolved == r[3] and report["checkpointMoved"]
     assert report["lagSeconds"] == (Hlc.parse(r[-1]).wall - Hlc.parse(r[3]).wall) / 1e9
-    nxt = crdb_tasks.plan(config, store.load(), {}, run("scheduled__2"))
+    nxt = crdb_pipeline.plan(config, store.load(), {}, run("scheduled__2"))
     assert nxt["batches"][0] == {"after": r[3], "through": r[5]}
 
 
 def test_a_backfill_is_exactly_its_range_and_never_moves_the_checkpoint(config, store, sink):
     r = sink.resolved
-    planned = crdb_tasks.plan(
+    planned = crdb_pipeline.plan(
         config, store.load(), {"after_resolved": r[0], "through_resolved": r[2]}, run("m", "manual")
     )
     assert planned["kind"] == "backfill" and planned["batches"] == [{"after": r[0], "through": r[2]}]
     finish(planned, 0)
-    crdb_tasks.commit(store, planned, job_outputs(planned), "m")
+    crdb_pipeline.commit(store, planned, job_outputs(planned), "m")
     assert store.load() == CrdbCheckpoint()
     cases = [
         ({"after_resolved": r[0]}, ConfigError, "needs through_resolved"),
@@ -96,7 +96,7 @@ def test_a_backfill_is_exactly_its_range_and_never_moves_the_checkpoint(config, 
     ]
     for params, error, message in cases:
         with pytest.raises(error, match=message):
-            crdb_tasks.plan(config, store.load(), params, run("m", "manual"))
+            crdb_pipeline.plan(config, store.load(), params, run("m", "manual"))
 
 
 def test_an_airflow_backfill_run_takes_the_resolved_ranges_of_its_interval(config, store, sink):
@@ -105,9 +105,9 @@ def test_an_airflow_backfill_run_takes_the_resolved_ranges_of_its_interval(confi
     def moment(stamp):
         return datetime.fromtimestamp(stamp.wall / 1e9, tz=UTC)
 
-    planned = crdb_tasks.plan(config, store.load(), {}, run("b", "backfill", moment(r[1]), moment(r[3])))
+    planned = crdb_pipeline.plan(config, store.load(), {}, run("b", "backfill", moment(r[1]), moment(r[3])))
     assert planned["batches"] == [{"after": str(r[1]), "through": str(r[2])}]
-    before = crdb_tasks.plan(
+    before = crdb_pipeline.plan(
         config,
         store.load(),
         {},
@@ -119,8 +119,8 @@ def test_an_airflow_backfill_run_takes_the_resolved_ranges_of_its_interval(confi
 def test_a_checkpoint_of_another_sink_is_refused_until_a_reset(config, store, sink):
     other = CrdbCheckpoint(resolved=sink.resolved[1], sink="azure://acct/feeds/crdb")
     with pytest.raises(CheckpointMismatchError, match="belongs to the feed azure://acct/feeds/crdb.*reset_checkpoint"):
-        crdb_tasks.plan(config, other, {}, run())
-    planned = crdb_tasks.plan(config, other, {"reset_checkpoint": True}, run("m", "manual"))
+        crdb_pipeline.plan(config, other, {}, run())
+    planned = crdb_pipeline.plan(config, other, {"reset_checkpoint": True}, run("m", "manual"))
     assert planned["kind"] == "reset" and planned["batches"][0]["after"] is None
 
 
@@ -155,10 +155,10 @@ def test_the_trigger_serializes_exactly_and_fires_on_a_newer_resolved_file(confi
 
 
 def test_a_moved_target_root_is_refused_naming_both_and_a_reset_records_the_new(config, store, sink):
-    planned = crdb_tasks.plan(config, store.load(), {}, run())
+    planned = crdb_pipeline.plan(config, store.load(), {}, run())
     for index in range(len(planned["batches"])):
         finish(planned, index)
-    crdb_tasks.commit(store, planned, job_outputs(planned), "r1")
+    crdb_pipeline.commit(store, planned, job_outputs(planned), "r1")
     assert store.load().target_root == config.target_root
     moved = CrdbConfig(**{**config.__dict__, "target_root": config.target_root + "_moved"})
     with pytest.raises(
@@ -166,16 +166,16 @@ def test_a_moved_target_root_is_refused_naming_both_and_a_reset_records_the_new(
         match=f"target_root {config.target_root}, but the configuration "
         f"now says {moved.target_root}.*reset_checkpoint=true",
     ):
-        crdb_tasks.plan(moved, store.load(), {}, run("r2"))
-    planned = crdb_tasks.plan(moved, store.load(), {"reset_checkpoint": True}, run("r3"))
-    assert planned["targetRoot"] == moved.target_root and "--target-root" in crdb_tasks.job_arguments(planned)[0]
+        crdb_pipeline.plan(moved, store.load(), {}, run("r2"))
+    planned = crdb_pipeline.plan(moved, store.load(), {"reset_checkpoint": True}, run("r3"))
+    assert planned["targetRoot"] == moved.target_root and "--target-root" in crdb_pipeline.job_arguments(planned)[0]
     # A checkpoint written before targetRoot was recorded: its topic tables' folder is the root it was made with.
     legacy = CrdbCheckpoint(resolved=sink.resolved[0], targets={})
-    assert crdb_tasks.recorded_root(legacy) is None
+    assert crdb_pipeline.recorded_root(legacy) is None
     from lakefeed.checkpoint import TableMark
 
     legacy = CrdbCheckpoint(resolved=sink.resolved[0], targets={f"{config.target_root}/orders": TableMark("t", 1)})
-    assert crdb_tasks.recorded_root(legacy) == config.target_root
+    assert crdb_pipeline.recorded_root(legacy) == config.target_root
 
 
 def test_topic_tables_are_the_tables_under_the_root_but_the_applied_files_ledger(tmp_path):
@@ -188,4 +188,4 @@ def test_topic_tables_are_the_tables_under_the_root_but_the_applied_files_ledger
         write_deltalake(str(tmp_path / "lake" / name), pa.table({"id": [1]}))
     (tmp_path / "lake" / "not_a_table").mkdir()
     root = str(tmp_path / "lake")
-    assert crdb_tasks.topic_tables(root + "/") == [f"{root}/orders", f"{root}/users"]
+    assert crdb_pipeline.topic_tables(root + "/") == [f"{root}/orders", f"{root}/users"]
