@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: setup demo ui test test-unit test-integration dag-test bench clean
+.PHONY: setup check demo ui test test-unit test-integration dag-test bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -17,7 +17,13 @@ demo: setup
 ui: setup
 	$(ENV) scripts/ui.sh
 
-test: setup
+# Lint, format and types in seconds: ruff over the tree, mypy strict on the library (include/lakefeed),
+# basic on the plugins, jobs, DAGs and test-data package.
+check: setup
+	$(ENV) ruff check . && ruff format --check . && mypy --strict include/lakefeed && \
+		mypy plugins spark_jobs dags include/lakefeed_testing
+
+test: setup check
 	$(ENV) python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 test-unit: setup

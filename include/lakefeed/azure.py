@@ -13,7 +13,9 @@ Hadoop settings, all redacted from the Spark UI and logs. Locations are parsed i
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlparse
 
 ACCOUNT_NAME = "AZURE_STORAGE_ACCOUNT_NAME"
@@ -49,24 +51,28 @@ SECRET_PATTERNS = (
 REDACTION_REGEX = "(?i)" + "|".join(SECRET_PATTERNS)
 
 
-def credential_env(*, login: str | None, password: str | None, host: str | None, extra: dict) -> dict[str, str]:
+def credential_env(
+    *, login: str | None, password: str | None, host: str | None, extra: dict[str, Any]
+) -> dict[str, str]:
     """adlfs environment variables equivalent to an Airflow ``wasb`` connection's fields."""
 
     def field(name: str) -> str | None:
         return extra.get(name) or extra.get(f"extra__wasb__{name}") or None
 
-    if field("connection_string"):
-        return {CONNECTION_STRING: field("connection_string")}
+    connection_string = field("connection_string")
+    if connection_string:
+        return {CONNECTION_STRING: connection_string}
     account = login or _account_from_host(host)
-    if field("tenant_id"):
+    tenant_id = field("tenant_id")
+    if tenant_id:
         return {
             ACCOUNT_NAME: account,
-            TENANT_ID: field("tenant_id"),
+            TENANT_ID: tenant_id,
             CLIENT_ID: login or "",
             CLIENT_SECRET: password or "",
         }
     key = field("shared_access_key") or password or field("account_key")
-    sas = None if key else field("sas_token")
+    sas = "" if key else (field("sas_token") or "")
     if not key and not sas:
         return {ACCOUNT_NAME: account}  # DefaultAzureCredential / managed identity on the executors
     if host and ".blob.core.windows.net" not in host:
@@ -267,13 +273,13 @@ def _account_from_host(host: str | None) -> str:
     return parsed.path.strip("/").split("/")[0]  # http://127.0.0.1:10000/<account>
 
 
-def environment_credentials(environ: dict[str, str] | None = None) -> dict[str, str]:
+def environment_credentials(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The credentials a task put in this process's environment (:func:`credential_env`'s names)."""
     environ = os.environ if environ is None else environ
     return {name: environ[name] for name in CREDENTIAL_ENV if environ.get(name)}
 
 
-def executor_env_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+def executor_env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``spark.executorEnv.*`` for the credentials present in the driver's environment."""
     return {f"spark.executorEnv.{name}": value for name, value in environment_credentials(environ).items()}
 

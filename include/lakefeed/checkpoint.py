@@ -18,9 +18,9 @@ and the document helpers here.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import Field, dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from lakefeed.deltalog import TableState
 from lakefeed.errors import CheckpointError, CheckpointMismatchError
@@ -110,7 +110,7 @@ def is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def string_or_none(document: dict, name: str, where: str) -> str | None:
+def string_or_none(document: dict[str, Any], name: str, where: str) -> str | None:
     value = document.get(name)
     if value is not None and not isinstance(value, str):
         raise CheckpointError(f"checkpoint {where}: {name} must be a string, got {value!r}")
@@ -125,6 +125,8 @@ class Moves:
     event, so the ledger is read from there.
     """
 
+    # Subclasses are frozen dataclasses: this says so to the type checker (``dataclasses.replace``).
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
     generation: int
     updated_by: str | None
     announced: dict[str, TableMark]
@@ -132,12 +134,12 @@ class Moves:
     def same_position(self, other: Moves) -> bool:
         """Both say the same of the pipeline's progress and targets (``announced`` and the write count aside)."""
 
-        def position(checkpoint: Any) -> Any:
+        def position(checkpoint: Moves) -> Moves:
             return replace(checkpoint, announced={}, generation=0, updated_by=None)
 
         return position(self) == position(other)
 
-    def moved(self, **changes: Any):
+    def moved(self, **changes: Any) -> Self:
         """This checkpoint with ``changes`` and the next generation (itself when nothing differs)."""
         updated_by = changes.pop("updated_by", self.updated_by)
         candidate = replace(self, **changes)
@@ -219,7 +221,7 @@ def verify_table(
         )
 
 
-def names_or_none(document: dict, name: str, where: str) -> tuple[str, ...] | None:
+def names_or_none(document: dict[str, Any], name: str, where: str) -> tuple[str, ...] | None:
     value = document.get(name)
     if value is None:
         return None
@@ -228,7 +230,7 @@ def names_or_none(document: dict, name: str, where: str) -> tuple[str, ...] | No
     return tuple(value)
 
 
-def time_or_none(value, where: str, name: str) -> datetime | None:
+def time_or_none(value: Any, where: str, name: str) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):

@@ -24,13 +24,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from lakefeed.errors import CheckpointConflictError
 
 log = logging.getLogger(__name__)
 
-C = TypeVar("C")
+
+class Checkpoint(Protocol):
+    """What the store needs of a checkpoint document."""
+
+    @property
+    def generation(self) -> int: ...
+
+    def to_json(self) -> str: ...
+
+
+class CheckpointKind(Protocol):
+    """A checkpoint class: reads its document (``None``: no document yet)."""
+
+    def from_json(self, text: str | None, where: str, /) -> Any: ...
+
+
+C = TypeVar("C", bound=Checkpoint)
 
 
 class TextCell(Protocol):
@@ -46,7 +62,7 @@ class TextCell(Protocol):
 class CheckpointStore:
     """One checkpoint document of type ``kind`` (``from_json``/``to_json``/``moved``) in ``cell``."""
 
-    def __init__(self, cell: TextCell, kind):
+    def __init__(self, cell: TextCell, kind: CheckpointKind):
         self.cell = cell
         self.kind = kind
 
@@ -54,7 +70,7 @@ class CheckpointStore:
     def where(self) -> str:
         return f"Variable {self.cell.name}"
 
-    def load(self):
+    def load(self) -> Any:
         return self.kind.from_json(self.cell.get(), self.where)
 
     def update(self, change: Callable[[C], C], attempts: int = 5) -> tuple[C, C]:

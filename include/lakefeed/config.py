@@ -11,10 +11,13 @@ import logging
 import os
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lakefeed.errors import ConfigError
 from lakefeed.jsonio import json_object
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ class BlobPipelineConfig:
     sensor_poke_seconds: float = 60.0
     sensor_timeout_seconds: float = 3000.0  # then the run is skipped: nothing new this hour
     start_from: str | None = None  # ISO time: ignore windows before it on first run
-    spark_conf: dict | None = None  # extra --conf settings for spark-submit
+    spark_conf: dict[str, Any] | None = None  # extra --conf settings for spark-submit
     spark_job_timeout_minutes: float = 180.0  # a spark-submit running longer is killed (then retried)
     decoder: str = "auto"  # the job's --decoder: auto | python
 
@@ -67,8 +70,8 @@ class CdfPipeline:
     name: str
     source_table: str
     target_table: str
-    keys: list
-    columns: list | None = None  # only these source columns (keys always kept)
+    keys: list[str]
+    columns: list[str] | None = None  # only these source columns (keys always kept)
     versions_per_job: int = 50  # source versions per spark-submit
     max_versions_per_run: int = 1000
     wasb_conn_id: str | None = None  # the Azure connection of its tables' account (default: the top-level one)
@@ -82,15 +85,15 @@ class CdfPipeline:
 class CdfConfig:
     """Settings of the Delta CDF DAG (the ``lakefeed_cdf_config`` Variable)."""
 
-    pipelines: list = None  # type: ignore[assignment]  # of CdfPipeline; default: the demo pipeline
+    pipelines: list[CdfPipeline] = None  # type: ignore[assignment]  # default: the demo pipeline
     job_summary_root: str | None = None
     wasb_conn_id: str | None = None  # the Azure connection of the pipelines that name none
     sensor_poke_seconds: float = 60.0
     sensor_timeout_seconds: float = 3000.0
-    spark_conf: dict | None = None  # extra --conf settings for spark-submit
+    spark_conf: dict[str, Any] | None = None  # extra --conf settings for spark-submit
     spark_job_timeout_minutes: float = 180.0  # a spark-submit running longer is killed (then retried)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.pipelines is None:
             object.__setattr__(
                 self,
@@ -147,13 +150,13 @@ class CrdbConfig:
     job_summary_root: str | None = None
     checkpoint_variable: str = "lakefeed_crdb_checkpoint"
     wasb_conn_id: str | None = None  # read an azure:// sink through this connection
-    parquet_keys: dict | None = None  # format=parquet: {"topic": ["pk col", …]}
+    parquet_keys: dict[str, list[str]] | None = None  # format=parquet: {"topic": ["pk col", …]}
     resolved_per_batch: int = 120  # RESOLVED files per spark-submit
     max_batches_per_run: int = 4
     late_file_lookback_hours: float = 24.0
     sensor_poke_seconds: float = 60.0
     sensor_timeout_seconds: float = 3000.0
-    spark_conf: dict | None = None
+    spark_conf: dict[str, Any] | None = None
     spark_job_timeout_minutes: float = 180.0
 
     @classmethod
@@ -175,7 +178,7 @@ def as_mapping(config: BlobPipelineConfig | CdfConfig | CrdbConfig) -> dict[str,
     return asdict(config)
 
 
-def _check_spark_settings(spark_conf: dict | None, timeout_minutes: float, where: str) -> None:
+def _check_spark_settings(spark_conf: dict[str, Any] | None, timeout_minutes: float, where: str) -> None:
     """Also refuses credentials in ``spark_conf`` (named by key only, the value never printed): a Variable
     is stored in Airflow's metadata and ``--conf`` arguments show in the process list."""
     import re
@@ -201,7 +204,7 @@ def _check_spark_settings(spark_conf: dict | None, timeout_minutes: float, where
         raise ConfigError(f"{where}: spark_job_timeout_minutes must be positive, got {timeout_minutes!r}")
 
 
-def _json_object(text: str | None, where: str) -> dict | None:
+def _json_object(text: str | None, where: str) -> dict[str, Any] | None:
     return json_object(text, where, ConfigError)
 
 
@@ -212,7 +215,10 @@ RETIRED_KEYS = {
 }
 
 
-def from_mapping(cls, overrides: dict[str, Any] | None, where: str):
+_Config = TypeVar("_Config", bound="DataclassInstance")
+
+
+def from_mapping(cls: type[_Config], overrides: dict[str, Any] | None, where: str) -> _Config:
     """``cls(**overrides)`` after checking every key is known and every value has the declared type."""
     overrides = dict(overrides or {})
     for key in sorted(set(overrides) & set(RETIRED_KEYS)):
@@ -226,11 +232,13 @@ def from_mapping(cls, overrides: dict[str, Any] | None, where: str):
     if required:
         raise ConfigError(f"{where}: missing key(s) {', '.join(required)}")
     for key, value in overrides.items():
-        _check_type(key, value, cls.__dataclass_fields__[key].type, where)
+        declared = cls.__dataclass_fields__[key].type
+        assert isinstance(declared, str)  # annotations are postponed (PEP 563): the type as written
+        _check_type(key, value, declared, where)
     return cls(**overrides)
 
 
-_TYPES = {"str": str, "int": int, "float": (int, float), "dict": dict, "list": list}
+_TYPES: dict[str, type | tuple[type, ...]] = {"str": str, "int": int, "float": (int, float), "dict": dict, "list": list}
 
 
 def _check_type(key: str, value: Any, declared: str, where: str) -> None:
@@ -239,7 +247,7 @@ def _check_type(key: str, value: Any, declared: str, where: str) -> None:
         if not optional:
             raise ConfigError(f"{where}: {key} must not be null")
         return
-    base = declared.split("|")[0].strip()
+    base = declared.split("|")[0].split("[")[0].strip()  # "dict[str, Any] | None" -> "dict"
     expected = _TYPES[base]
     if isinstance(value, bool) or not isinstance(value, expected):
         raise ConfigError(f"{where}: {key} must be {base}, got {value!r}")

@@ -10,6 +10,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from delta.tables import DeltaTable
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +45,12 @@ def table_location(path: str) -> str:
 
 
 def ensure_table(
-    spark, path: str, schema, partition_by: tuple[str, ...] = (), properties: dict[str, str] | None = None
-):
+    spark: SparkSession,
+    path: str,
+    schema: StructType,
+    partition_by: tuple[str, ...] = (),
+    properties: dict[str, str] | None = None,
+) -> DeltaTable:
     """Create the Delta table at ``path`` if absent, with ``properties``; on an existing table, set those
     of ``properties`` it lacks (a table made by an earlier version gains deletion vectors, say). Returns
     its ``DeltaTable``."""
@@ -75,7 +85,7 @@ COMMIT_TAGS: dict[str, str] = {}
 
 
 @contextmanager
-def commit_metadata(spark, metadata: dict) -> Iterator[None]:
+def commit_metadata(spark: SparkSession, metadata: dict[str, Any]) -> Iterator[None]:
     """Tag the Delta commits made inside the block with ``metadata`` and :data:`COMMIT_TAGS` (JSON
     ``userMetadata``)."""
     spark.conf.set(USER_METADATA_CONF, json.dumps({**COMMIT_TAGS, **metadata}, sort_keys=True))
@@ -106,15 +116,15 @@ def conflict_errors() -> tuple[type[BaseException], ...]:
 
 
 def tagged_write(
-    spark,
+    spark: SparkSession,
     path: str,
-    metadata: dict,
-    write: Callable[[], None],
+    metadata: dict[str, Any],
+    write: Callable[[], object],
     *,
     attempts: int = CONFLICT_ATTEMPTS,
     first_delay: float = 0.5,
     max_delay: float = 15.0,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Run ``write`` (one Delta commit to ``path``) tagged with ``metadata``; retry it when a concurrent
     writer wins the commit; return that commit (:func:`find_commit`), or None when it committed nothing.
 
@@ -150,7 +160,9 @@ def _creation_race(exc: Exception) -> bool:
     return isinstance(exc, TableCreationRace) or any(code in str(exc) for code in CREATION_RACES)
 
 
-def find_commit(spark, path: str, after_version: int, token: str, depth: int = 100) -> dict | None:
+def find_commit(
+    spark: SparkSession, path: str, after_version: int, token: str, depth: int = 100
+) -> dict[str, Any] | None:
     """Version, operation, metrics and userMetadata of the commit after ``after_version`` tagged with
     ``token`` (other writers may have committed around it), among the table's last ``depth`` commits."""
     from delta.tables import DeltaTable
@@ -175,7 +187,7 @@ def find_commit(spark, path: str, after_version: int, token: str, depth: int = 1
     return None
 
 
-def reported_commit(table: str, commit: dict | None) -> list[dict]:
+def reported_commit(table: str, commit: dict[str, Any] | None) -> list[dict[str, Any]]:
     """What a job's summary says of a commit it made to ``table`` (its location as the summary names it),
     from :func:`tagged_write`: the version and the commit's token, which the commit step finds in the
     table's log (:func:`lakefeed.ledger.disproved`) before it credits the job. [] when nothing was committed."""
@@ -184,16 +196,19 @@ def reported_commit(table: str, commit: dict | None) -> list[dict]:
     return [{"table": table, "version": commit["version"], "token": commit["userMetadata"].get(COMMIT_TOKEN)}]
 
 
-def table_version(spark, path: str) -> int | None:
+def table_version(spark: SparkSession, path: str) -> int | None:
     """The table's latest version, or None when there is no Delta table at ``path``."""
     from delta.tables import DeltaTable
 
     if not DeltaTable.isDeltaTable(spark, path):
         return None
-    return DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
+    version: int = DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
+    return version
 
 
-def count_effects(spark, path: str, version: int, keys: list[str], deleted_column: str) -> tuple[int, int, int]:
+def count_effects(
+    spark: SparkSession, path: str, version: int, keys: list[str], deleted_column: str
+) -> tuple[int, int, int]:
     """(inserted, updated, deleted) of one commit as readers of a tombstoned table see them, from the
     table's own change feed: a new live key (or a tombstone made live again), a live key changed, a live
     key made a tombstone."""
@@ -218,4 +233,5 @@ def count_effects(spark, path: str, version: int, keys: list[str], deleted_colum
         F.count_if(was & now).alias("updated"),
         F.count_if(was & ~now).alias("deleted"),
     ).collect()[0]
-    return tuple(int(counts[name] or 0) for name in ("inserted", "updated", "deleted"))
+    inserted, updated, deleted = (int(counts[name] or 0) for name in ("inserted", "updated", "deleted"))
+    return inserted, updated, deleted

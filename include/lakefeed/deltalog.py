@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any, cast
 
 from lakefeed.azure import delta_rs_url
 from lakefeed.errors import ChangeDataError
 from lakefeed.jsonio import parse_json
-from lakefeed.storage import Store
+from lakefeed.storage import StoreBase
 
 LOG_DIR = "_delta_log"
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -26,7 +27,7 @@ _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.[0-9a-f-]+)*\.(parquet|json
 _DATA_ACTIONS = ("add", "remove", "cdc")
 
 
-def changes_rows(actions: list[dict]) -> bool:
+def changes_rows(actions: list[dict[str, Any]]) -> bool:
     """A commit's actions changed the table's rows: they add, remove or record changes of data files (a
     schema change, a table creation with no rows, OPTIMIZE or a property change do not)."""
     return any(
@@ -50,7 +51,7 @@ class TableState:
 class DeltaLog:
     """The transaction log of the Delta table at ``store``'s root."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: StoreBase):
         self.store = store
 
     @property
@@ -74,7 +75,7 @@ class DeltaLog:
         versions = self.commit_versions()
         return versions[-1] if versions else None
 
-    def actions(self, version: int) -> list[dict]:
+    def actions(self, version: int) -> list[dict[str, Any]]:
         path = f"{LOG_DIR}/{version:020d}.json"
         try:
             raw = self.store.read_bytes(path)
@@ -87,11 +88,12 @@ class DeltaLog:
             raise ChangeDataError(f"{where}: malformed commit ({exc})") from None
         return [parse_json(line, where, ChangeDataError) for line in text.splitlines() if line.strip()]
 
-    def commit_info(self, version: int) -> dict:
+    def commit_info(self, version: int) -> dict[str, Any]:
         """The ``commitInfo`` action of a commit (empty when the writer recorded none)."""
         for action in self.actions(version):
             if "commitInfo" in action:
-                return action["commitInfo"]
+                info: dict[str, Any] = action["commitInfo"]
+                return info
         return {}
 
     def commit_timestamp(self, version: int) -> int | None:
@@ -100,7 +102,7 @@ class DeltaLog:
         value = info.get("inCommitTimestamp", info.get("timestamp"))
         return int(value) if value is not None else None
 
-    def metadata_changes(self, first: int, last: int) -> list[tuple[int, dict]]:
+    def metadata_changes(self, first: int, last: int) -> list[tuple[int, dict[str, Any]]]:
         """``metaData`` actions committed in versions ``first..last``."""
         return [
             (version, action["metaData"])
@@ -109,7 +111,7 @@ class DeltaLog:
             if "metaData" in action
         ]
 
-    def table_state(self, version: int | None = None) -> tuple[dict[str, str], list[dict]]:
+    def table_state(self, version: int | None = None) -> tuple[dict[str, str], list[dict[str, Any]]]:
         """Table properties and schema fields as of ``version``, default the latest (delta-rs reads
         checkpoints for us)."""
         from deltalake import DeltaTable
@@ -125,7 +127,7 @@ class DeltaLog:
         metadata = self.latest_metadata(version)
         return None if metadata is None else metadata.get("id")
 
-    def latest_metadata(self, version: int | None = None) -> dict | None:
+    def latest_metadata(self, version: int | None = None) -> dict[str, Any] | None:
         """The table's ``metaData`` action as of ``version`` (default the latest): the newest commit up to it
         that carries one, or else the newest checkpoint's up to it. Reads a few small files, not the table's
         file list (sensors call this every poll)."""
@@ -146,7 +148,8 @@ class DeltaLog:
                 break
             for action in self.actions(committed):
                 if "metaData" in action:
-                    return action["metaData"]
+                    found: dict[str, Any] = action["metaData"]
+                    return found
         for name in sorted(checkpoints.get(newest_checkpoint, [])):
             metadata = self._checkpoint_metadata(name)
             if metadata is not None:
@@ -159,7 +162,7 @@ class DeltaLog:
             .id
         }
 
-    def _checkpoint_metadata(self, name: str) -> dict | None:
+    def _checkpoint_metadata(self, name: str) -> dict[str, Any] | None:
         raw = self.store.read_bytes(f"{LOG_DIR}/{name}")
         if name.endswith(".json"):
             rows = [
@@ -191,7 +194,9 @@ class DeltaLog:
                 if info.get("operation") == "RESTORE":
                     target = (info.get("operationParameters") or {}).get("version")
                     restores.append((version, int(target) if target not in (None, "") else None))
-        return TableState(table_id=self.table_id(), latest_version=versions[-1], restores=tuple(restores))
+        # A table with commits has a metaData.id (unless it vanished since they were listed).
+        table_id = cast(str, self.table_id())
+        return TableState(table_id=table_id, latest_version=versions[-1], restores=tuple(restores))
 
     def versions_committed_between(self, start_ms: int, end_ms: int) -> tuple[int, int] | None:
         """``(first, last)`` of the versions committed in ``[start_ms, end_ms)``, or None when there is

@@ -27,7 +27,7 @@ REFUSED_SUFFIX = ".refused.json"
 FAILED_SUFFIX = ".failed.json"
 
 
-def write_summary(summary: dict, location: str | None) -> None:
+def write_summary(summary: dict[str, Any], location: str | None) -> None:
     """Print the summary as one JSON line; write it to ``location`` (a path or URL), if given.
 
     The document is written only after the job's MERGEs committed, so its presence
@@ -90,7 +90,7 @@ def _remote(location: str) -> tuple[Store, str]:
     return store, store.path(name)
 
 
-def write_document(location: str, document: dict) -> None:
+def write_document(location: str, document: dict[str, Any]) -> None:
     """A JSON document at a local path (written to a temporary name, then renamed) or a URL (one PUT,
     which object stores make visible whole or not at all)."""
     text = json.dumps(document, indent=2)
@@ -106,17 +106,20 @@ def write_document(location: str, document: dict) -> None:
     partial.replace(target)
 
 
-def read_document(location: str) -> dict | None:
+def read_document(location: str) -> dict[str, Any] | None:
     """The JSON document at ``location`` (path or URL), or None when there is none."""
+    document: dict[str, Any] | None
     if _is_url(location):
         store, path = _remote(location)
         try:
             with store.fs.open(path, "r") as handle:
-                return json.loads(handle.read())
+                document = json.loads(handle.read())
+                return document
         except FileNotFoundError:
             return None
     target = Path(location.removeprefix("file://"))
-    return json.loads(target.read_text()) if target.exists() else None
+    document = json.loads(target.read_text()) if target.exists() else None
+    return document
 
 
 def remove_document(location: str) -> None:

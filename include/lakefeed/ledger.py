@@ -113,7 +113,7 @@ def entries_after(
                 table_id_then = str(action["metaData"]["id"])
         if not actions or not changes_rows(actions):
             continue
-        info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
+        info: dict[str, Any] = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
         tags = user_metadata(info)
         if tags.get(PIPELINE_ID) != pipeline_id:
             continue
@@ -133,7 +133,7 @@ def entries_after(
     return entries, now, start
 
 
-def _actions(delta_log: DeltaLog, version: int) -> list[dict]:
+def _actions(delta_log: DeltaLog, version: int) -> list[dict[str, Any]]:
     """A commit's actions; [] when log cleanup removed it after the listing."""
     try:
         return delta_log.actions(version)
@@ -296,7 +296,7 @@ def disproved(commits: list[ReportedCommit], pipeline_id: str) -> list[str]:
         mismatched = set()
         for version in (v for v in versions if v >= first):
             actions = _actions(delta_log, version)
-            info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
+            info: dict[str, Any] = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
             operation = info.get("operation") or "a commit"
             new_id = next(
                 (str(a["metaData"]["id"]) for a in actions if "metaData" in a and a["metaData"].get("id")), None

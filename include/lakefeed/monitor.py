@@ -12,6 +12,7 @@ every figure on the page comes from these rows.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,11 +45,11 @@ class RunRow:
     deleted: int | None = None
     sparkSeconds: float | None = None
     lag: float | None = None
-    failedBatches: list = field(default_factory=list)
-    targetsChanged: list = field(default_factory=list)
+    failedBatches: list[dict[str, Any]] = field(default_factory=list)
+    targetsChanged: list[dict[str, Any]] = field(default_factory=list)
     purpose: str = "pipeline"  # pipeline (moves the checkpoint) | backfill (re-applies a range it names)
     outcome: str | None = None  # applied | up to date | refused | failed | running | queued
-    reason: dict | None = None  # a failed run's :class:`Explanation`, as a dict
+    reason: dict[str, Any] | None = None  # a failed run's :class:`Explanation`, as a dict
 
     @property
     def throughput(self) -> float | None:
@@ -151,6 +152,7 @@ def cdf_row(base: dict[str, Any], report: dict[str, Any] | None, pipeline: str) 
     mine = (report or {}).get("pipelines", {}).get(pipeline)
     if not mine:
         return RunRow(**base)
+    assert report is not None  # ``mine`` comes from it
     applied = _span([f"{a}..{b}" if a != b else f"{a}" for a, b in mine.get("versions", [])])
     return RunRow(
         **base,
@@ -299,8 +301,10 @@ def health(rows: list[RunRow]) -> dict[str, Any]:
     counts = {k: v for k, v in counts.items() if v}
     status = "no runs" if latest is None else "failing" if latest.state == "failed" else "healthy"
     if status == "failing":
+        assert latest is not None
         text = f"The pipeline is failing: its latest run ({latest.runId}) was {latest.outcome}."
     elif status == "healthy":
+        assert latest is not None
         text = f"The pipeline is healthy: its latest run ({latest.runId}) was {latest.outcome}."
     else:
         text = "No run of the pipeline has finished yet."
@@ -321,7 +325,9 @@ def health(rows: list[RunRow]) -> dict[str, Any]:
     }
 
 
-def lag_of(unit: str, source_position: Any, checkpoint_position: Any, measure) -> dict[str, Any]:
+def lag_of(
+    unit: str, source_position: Any, checkpoint_position: Any, measure: Callable[[Any, Any], Any]
+) -> dict[str, Any]:
     """The pipeline's lag now: ``measure(source, checkpoint)`` in ``unit``, or None when either is unknown."""
     value = (
         measure(source_position, checkpoint_position)

@@ -26,9 +26,19 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
-T = TypeVar("T")
+
+class Ordered(Protocol):
+    """What a position is: anything ordered (datetimes, ints)."""
+
+    def __lt__(self, other: Any, /) -> bool: ...
+    def __le__(self, other: Any, /) -> bool: ...
+    def __gt__(self, other: Any, /) -> bool: ...
+    def __ge__(self, other: Any, /) -> bool: ...
+
+
+T = TypeVar("T", bound=Ordered)
 
 SCHEDULED, BACKFILL, RESET = "scheduled", "backfill", "reset"
 RUN_KINDS = (SCHEDULED, BACKFILL, RESET)

@@ -15,6 +15,10 @@ import os
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 LIBRARY_DIR = Path(__file__).resolve().parent
 DELTA_EXTENSIONS = {
@@ -70,7 +74,7 @@ def jar_settings() -> dict[str, str]:
     return {"spark.jars.packages": delta_package()}
 
 
-def get_session(app_name: str, master: str | None = None, extra: dict[str, str] | None = None):
+def get_session(app_name: str, master: str | None = None, extra: dict[str, str] | None = None) -> SparkSession:
     """A Delta-enabled session: reuses a running one (spark-submit, tests) or starts one."""
     from pyspark.sql import SparkSession
 
@@ -90,7 +94,7 @@ def get_session(app_name: str, master: str | None = None, extra: dict[str, str] 
     if master or not under_submit:
         master = master or os.environ.get("LAKEFEED_SPARK_MASTER", "local[*]")
         builder = builder.master(master)
-    if under_submit or not master.startswith("local"):
+    if under_submit or not (master or "").startswith("local"):  # master is set unless under spark-submit
         # Cluster executors do not inherit the driver's environment: forward the
         # storage credentials (redacted wherever Spark shows its configuration).
         settings.update(executor_env_settings())
@@ -112,7 +116,7 @@ def get_session(app_name: str, master: str | None = None, extra: dict[str, str] 
     return spark
 
 
-def apply_storage_credentials(spark, credentials: dict[str, str] | None = None) -> None:
+def apply_storage_credentials(spark: SparkSession, credentials: dict[str, str] | None = None) -> None:
     """Give Spark's Hadoop filesystems the storage credential the task put in this process's environment
     (:func:`lakefeed.azure.environment_credentials`): hadoop-azure's ``fs.azure.*`` settings, set on the
     running context's Hadoop configuration (which Delta hands to executors with each job), never on a
@@ -147,7 +151,7 @@ def hadoop_azure_package() -> str:
     return f"org.apache.hadoop:hadoop-azure:{found[-1].name.removeprefix('hadoop-client-api-').removesuffix('.jar')}"
 
 
-def stop_session(spark) -> None:
+def stop_session(spark: SparkSession) -> None:
     """Stop the session, then close the JVM's Hadoop filesystems (hadoop-azure's ABFS releases its
     per-filesystem thread pools on close). Not every pool goes with them: what ends spark-submit's JVM
     whatever threads are left is :data:`SUBMIT_SETTINGS`, given to spark-submit itself."""
@@ -157,24 +161,28 @@ def stop_session(spark) -> None:
         jvm.org.apache.hadoop.fs.FileSystem.closeAll()
 
 
-def _check_delta(spark) -> None:
+def _check_delta(spark: SparkSession) -> None:
     from py4j.java_gateway import JavaClass
 
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # set when the session's context started
     # py4j answers an unknown class name with a JavaPackage, not an error.
-    if not isinstance(spark.sparkContext._jvm.io.delta.tables.DeltaTable, JavaClass):
+    if not isinstance(jvm.io.delta.tables.DeltaTable, JavaClass):
         raise RuntimeError(
             "Delta Lake classes are not on the Spark classpath: run spark-submit with "
             f"--packages {delta_package()} (or `make setup`, which writes spark-defaults.conf)"
         )
 
 
-def ship_library(spark) -> None:
+def ship_library(spark: SparkSession) -> None:
     """Make ``lakefeed`` importable on executors of a real cluster (a zip via addPyFile).
 
     Skipped when the library already comes from a zip (``--py-files``) or Spark
     runs in local mode, where workers share the driver's Python environment.
     """
-    if ".zip" in str(LIBRARY_DIR) or spark.sparkContext.master.startswith("local"):
+    master = spark.sparkContext.master
+    assert master is not None  # a running context always has one
+    if ".zip" in str(LIBRARY_DIR) or master.startswith("local"):
         return
     archive = build_library_zip(Path(tempfile.mkdtemp(prefix="lakefeed-")) / "lakefeed.zip")
     spark.sparkContext.addPyFile(str(archive))

@@ -14,11 +14,11 @@ import os
 import posixpath
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 import fsspec
 from fsspec.core import url_to_fs
@@ -26,6 +26,9 @@ from fsspec.implementations.local import LocalFileSystem
 
 from lakefeed.errors import FeedCorruptError, FeedError, StorageUnavailableError
 from lakefeed.jsonio import parse_json
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 log = logging.getLogger(__name__)
 # Attempts at a remote read before it counts as unavailable (LAKEFEED_READ_ATTEMPTS overrides).
@@ -71,6 +74,13 @@ class StoreBase:
     def read_bytes(self, relative: str) -> bytes:
         raise NotImplementedError
 
+    def exists(self, relative: str) -> bool:
+        raise NotImplementedError
+
+    def list(self, relative: str) -> list[Entry]:
+        """The entries of a folder, by name (a missing folder has none)."""
+        raise NotImplementedError
+
     def read_json(self, relative: str) -> Any:
         """Parse a JSON file; missing or malformed content raises an error naming the file."""
         try:
@@ -112,7 +122,7 @@ class Store(StoreBase):
         )
 
         self.root = self.root.rstrip("/") or "/"
-        options: dict[str, str] = {}
+        options: dict[str, str | bool] = {}
         if is_azure_url(self.root):
             from lakefeed.errors import FeedConfigError
 
@@ -142,6 +152,8 @@ class Store(StoreBase):
             # folder listed before a writer added to it (a target's _delta_log read by the plan step, then by
             # the commit step after the job) must be listed anew.
             options = {**adlfs_options(self.credentials), "use_listings_cache": False}
+        self._fs: fsspec.AbstractFileSystem
+        self._root_path: str
         self._fs, self._root_path = url_to_fs(fsspec_url(self.root), **options)
 
     @property
@@ -175,7 +187,8 @@ class Store(StoreBase):
         return f"{protocol}://{self._root_path.strip('/')}"
 
     def exists(self, relative: str) -> bool:
-        return self._fs.exists(self.path(relative))
+        found: bool = self._fs.exists(self.path(relative))
+        return found
 
     def open(self, relative: str) -> BinaryIO:
         """A file for reading. A remote file's reads are retried in transit (:class:`RetryingReader`), so a
@@ -183,7 +196,9 @@ class Store(StoreBase):
         if isinstance(self._fs, LocalFileSystem):
             return open(self.path(relative), "rb", buffering=1 << 20)  # fsspec's local wrapper costs ~20%
         path = self.path(relative)
-        return RetryingReader(lambda: self._fs.open(path, "rb"), self.url(relative), attempts=RETRY_ATTEMPTS)
+        # Not an io.BufferedIOBase, but it reads, seeks and closes as the callers' binary files do.
+        reader = RetryingReader(lambda: self._fs.open(path, "rb"), self.url(relative), attempts=RETRY_ATTEMPTS)
+        return cast(BinaryIO, reader)
 
     def read_bytes(self, relative: str) -> bytes:
         with self.open(relative) as handle:
@@ -206,6 +221,7 @@ class Store(StoreBase):
 
 # Not worth retrying: the file or the permission is missing, whatever the network does.
 _PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+_Result = TypeVar("_Result")
 
 
 class RetryingReader(io.RawIOBase):
@@ -216,17 +232,22 @@ class RetryingReader(io.RawIOBase):
     looks like corruption. A missing file or a refused permission is raised at once."""
 
     def __init__(
-        self, opener, url: str, attempts: int = RETRY_ATTEMPTS, first_delay: float = 0.5, max_delay: float = 8.0
-    ):
+        self,
+        opener: Callable[[], BinaryIO],
+        url: str,
+        attempts: int = RETRY_ATTEMPTS,
+        first_delay: float = 0.5,
+        max_delay: float = 8.0,
+    ) -> None:
         super().__init__()
         self._opener, self.url = opener, url
         self._attempts, self._first_delay, self._max_delay = attempts, first_delay, max_delay
         self._position = 0
-        self._handle = None
+        self._handle: BinaryIO | None = None
         self._call(lambda handle: None)  # open now: a missing file fails here, as with a local open
 
-    def _call(self, action):
-        failure = None
+    def _call(self, action: Callable[[BinaryIO], _Result]) -> _Result:
+        failure: Exception | None = None
         for attempt in range(1, self._attempts + 1):
             try:
                 if self._handle is None:
@@ -273,9 +294,10 @@ class RetryingReader(io.RawIOBase):
         self._position += len(data)
         return data
 
-    def readinto(self, buffer) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer)
+        data = self.read(len(view))
+        view[: len(data)] = data
         return len(data)
 
     def readall(self) -> bytes:

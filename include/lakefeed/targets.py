@@ -4,6 +4,7 @@ applied, and the check that they are still the tables the checkpoint was made on
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from lakefeed.checkpoint import TableMark, verify_table
 from lakefeed.deltalog import DeltaLog, TableState, changes_rows
@@ -65,7 +66,7 @@ def foreign_write(location: str, pipeline_id: str, after: int = -1) -> str | Non
         actions = delta_log.actions(version)
         if not changes_rows(actions):
             continue
-        info = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
+        info: dict[str, Any] = next((action["commitInfo"] for action in actions if "commitInfo" in action), {})
         if _writer(info.get("userMetadata")) != pipeline_id:
             return f"version {version} ({info.get('operation') or 'a commit'}) changed its rows, written by {written_by(info)}"
     return None
@@ -125,13 +126,13 @@ def verify_unchanged_during_run(
             )
 
 
-def written_by(commit_info: dict) -> str:
+def written_by(commit_info: dict[str, Any]) -> str:
     """Who made a commit, for a message: the pipeline its ``userMetadata`` names, or the engine."""
     writer = _writer(commit_info.get("userMetadata"))
     return f"pipeline {writer}" if writer else f"another writer ({commit_info.get('engineInfo') or 'unknown engine'})"
 
 
-def user_metadata(commit_info: dict) -> dict:
+def user_metadata(commit_info: dict[str, Any]) -> dict[str, Any]:
     """The ``userMetadata`` a lakefeed job tagged a commit with (:func:`lakefeed.delta.tagged_write`), or {}."""
     text = commit_info.get("userMetadata")
     if not text:
@@ -143,7 +144,7 @@ def user_metadata(commit_info: dict) -> dict:
     return document if isinstance(document, dict) else {}
 
 
-def _writer(user_metadata_text) -> str | None:
+def _writer(user_metadata_text: Any) -> str | None:
     return user_metadata({"userMetadata": user_metadata_text}).get(PIPELINE_ID)
 
 

@@ -24,6 +24,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import fastavro
 
@@ -221,7 +222,7 @@ def service_schema(version: int) -> dict:
 def legacy_schema(version: int) -> dict:
     """An older writer's schema, kept as an extra case: every enum a plain string, ``blobTagsUpdated`` a
     record, ``schemaVersion`` an int, only the fields each version defines."""
-    data_fields = [
+    data_fields: list[dict[str, Any]] = [
         {"name": "api", "type": "string"},
         {"name": "clientRequestId", "type": "string"},
         {"name": "requestId", "type": "string"},
@@ -421,7 +422,9 @@ class _Generator:
 
     def _write_chunks(self, shard_path: str, records: list[dict], version: int, odd_chunks: bool) -> None:
         size = self.spec.records_per_chunk
-        pieces = [records[i : i + size] for i in range(0, len(records), size)] or [[]]
+        pieces: list[list[dict[str, Any]] | None] = [records[i : i + size] for i in range(0, len(records), size)] or [
+            []
+        ]
         if odd_chunks:
             # A 0-byte chunk and an Avro file with no records inside the shard:
             # everything after them must still be read.
@@ -453,7 +456,7 @@ class _Generator:
         self.blob_exists[subject] = event_type != "BlobDeleted"
         self.sequence += 1
         request = f"{rng.getrandbits(32):08x}-8020-0000-00fe-{rng.getrandbits(48):012x}"
-        data = {
+        data: dict[str, Any] = {
             "api": {
                 "BlobCreated": "PutBlob",
                 "BlobDeleted": "DeleteBlob",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from lakefeed.errors import FeedCorruptError
 from lakefeed.jsonio import parse_json
@@ -36,7 +36,8 @@ class Header:
         return self.metadata.get("avro.codec", b"null").decode()
 
     @property
-    def schema(self) -> dict:
+    def schema(self) -> Any:
+        """The writer schema: any Avro schema's JSON (a record's is an object)."""
         return json.loads(self.metadata["avro.schema"])
 
 

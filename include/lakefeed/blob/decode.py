@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import fastavro
 import pyarrow as pa
@@ -41,6 +41,11 @@ from lakefeed.blob.schema import (
 from lakefeed.blob.timegrid import TICKS_PER_SECOND, parse_event_time
 from lakefeed.errors import FeedCorruptError, StorageUnavailableError
 from lakefeed.storage import Store
+
+if TYPE_CHECKING:
+    from fastavro.types import AvroMessage
+
+    from lakefeed.blob.avro_container import _Stream
 
 DEFAULT_BATCH_SIZE = 8192
 _MAP = pa.map_(pa.string(), pa.string())
@@ -91,7 +96,7 @@ def decode_chunk(store: Store, chunk: ChunkRef, batch_size: int = DEFAULT_BATCH_
         yield from _decode_records(handle, chunk, url, batch_size)
 
 
-def _decode_records(handle, chunk: ChunkRef, url: str, batch_size: int) -> Iterator[pa.RecordBatch]:
+def _decode_records(handle: BinaryIO, chunk: ChunkRef, url: str, batch_size: int) -> Iterator[pa.RecordBatch]:
     reader = _avro_reader(handle, url)
     builder = _BatchBuilder(chunk, url)
     index = 0
@@ -111,7 +116,9 @@ def _decode_records(handle, chunk: ChunkRef, url: str, batch_size: int) -> Itera
         yield builder.flush()
 
 
-def _decode_columnar(header: Header, stream, chunk: ChunkRef, url: str, batch_size: int) -> Iterator[pa.RecordBatch]:
+def _decode_columnar(
+    header: Header, stream: _Stream, chunk: ChunkRef, url: str, batch_size: int
+) -> Iterator[pa.RecordBatch]:
     from polars_avro import read_avro
 
     for group in block_groups(header, stream):
@@ -134,7 +141,7 @@ def _decode_columnar(header: Header, stream, chunk: ChunkRef, url: str, batch_si
             first += batch.num_rows
 
 
-def _avro_reader(handle, url: str) -> fastavro.reader:
+def _avro_reader(handle: BinaryIO, url: str) -> Iterator[AvroMessage]:
     try:
         return fastavro.reader(handle)
     except StorageUnavailableError:
@@ -199,7 +206,7 @@ def _is_string_map(avro_type: Any) -> bool:
     return isinstance(avro_type, dict) and avro_type.get("type") == "map" and _is_string(avro_type.get("values"))
 
 
-def _is_record_of(avro_type: Any, names: list[str], is_field_type) -> bool:
+def _is_record_of(avro_type: Any, names: list[str], is_field_type: Callable[[Any], bool]) -> bool:
     """A record of exactly these fields, in this order (the superset's own), each of the given kind."""
     avro_type = non_null(avro_type)
     if not isinstance(avro_type, dict) or avro_type.get("type") != "record":
@@ -224,7 +231,8 @@ def non_null(avro_type: Any) -> Any:
     return avro_type
 
 
-def _kind(avro_type: Any) -> str | None:
+def _kind(avro_type: Any) -> object:
+    """The type's name (a string, or None for a union of several types, in a valid schema)."""
     avro_type = non_null(avro_type)
     if isinstance(avro_type, dict):
         return avro_type.get("type")
@@ -316,7 +324,7 @@ def _tag_changes(child: pa.Array) -> pa.StructArray | None:
     return pa.StructArray.from_arrays(sides, fields=list(BLOB_TAGS_UPDATED), mask=child.is_null())
 
 
-def _records(batch: pa.RecordBatch) -> list[dict]:
+def _records(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     """The batch as the record path sees records: maps as dicts, enums as their symbols."""
 
     def plain(value: Any, kind: pa.DataType) -> Any:
@@ -332,7 +340,7 @@ def _records(batch: pa.RecordBatch) -> list[dict]:
     return [{name: plain(row[name], batch.schema.field(name).type) for name in batch.schema.names} for row in rows]
 
 
-def _ticks(times: pa.Array, reject) -> pa.Array:
+def _ticks(times: pa.Array, reject: Callable[[pa.Array], None]) -> pa.Array:
     """100 ns ticks; vectorised for the service's own format (7 digits, Z), per record otherwise, and
     always by the rules of :func:`parse_event_time` (a date the vectorised parser refuses, such as
     February 30, goes through it to be named)."""
@@ -396,11 +404,11 @@ class _BatchBuilder:
 
     def _reset(self) -> None:
         self.rows = 0
-        self.events = {name: [] for name in EVENT_STRING_FIELDS}
+        self.events: dict[str, list[str | None]] = {name: [] for name in EVENT_STRING_FIELDS}
         self.schema_versions: list[int] = []
-        self.data = {name: [] for name in DATA_FIELDS}
+        self.data: dict[str, list[Any]] = {name: [] for name in DATA_FIELDS}
         self.data_valid: list[bool] = []
-        self.extra: list[dict | None] = []
+        self.extra: list[dict[str, str] | None] = []
         self.ticks: list[int] = []
         self.indexes: list[int] = []
 
@@ -512,7 +520,7 @@ def _as_bool(value: Any, name: str, extra: dict[str, str]) -> bool | None:
     return None
 
 
-def _as_string_map(value: Any, name: str, extra: dict[str, str]) -> dict[str, str] | None:
+def _as_string_map(value: Any, name: str, extra: dict[str, str]) -> dict[str, str | None] | None:
     if value is None:
         return None
     if isinstance(value, dict):
@@ -521,7 +529,7 @@ def _as_string_map(value: Any, name: str, extra: dict[str, str]) -> dict[str, st
     return None
 
 
-def _as_property_changes(value: Any, extra: dict[str, str]) -> dict | None:
+def _as_property_changes(value: Any, extra: dict[str, str]) -> dict[str, Any] | None:
     if value is None:
         return None
     if isinstance(value, dict) and all(
@@ -535,7 +543,7 @@ def _as_property_changes(value: Any, extra: dict[str, str]) -> dict | None:
     return None
 
 
-def _as_tag_changes(value: Any, extra: dict[str, str]) -> dict | None:
+def _as_tag_changes(value: Any, extra: dict[str, str]) -> dict[str, Any] | None:
     if value is None:
         return None
     if (

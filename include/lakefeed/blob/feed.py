@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from lakefeed.errors import FeedCorruptError, FeedError
-from lakefeed.storage import Store
+from lakefeed.storage import StoreBase
 from lakefeed.times import parse_time
 
 CONTAINER = "$blobchangefeed"
@@ -144,7 +144,7 @@ def parse_last_consumable(document: object, url: str) -> datetime:
 class ChangeFeed:
     """The ``$blobchangefeed`` container behind a :class:`Store`."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: StoreBase):
         self.store = store
 
     def last_consumable(self) -> datetime:
@@ -206,7 +206,8 @@ class ChangeFeed:
 
     def segment_chunks(self, segment: Segment) -> SegmentChunks:
         """Every shard's chunk files, and the shard folders holding none: one listing per shard folder."""
-        files, empty = [], []
+        files: list[ChunkFile] = []
+        empty: list[str] = []
         for shard_path in segment.shard_paths:
             entries = [e for e in self.store.list(shard_path) if not e.is_dir and e.name.endswith(".avro")]
             if not entries:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -81,11 +82,11 @@ class RunSummary:
     stateRowsCopied: int = 0
     eventsTableVersion: int | None = None
     stateTableVersion: int | None = None
-    commits: list[dict] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
+    commits: list[dict[str, Any]] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
     lagHours: float = 0.0
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -197,7 +198,7 @@ def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table
 
 
 def _merge_events(
-    spark: SparkSession, batch: DataFrame, events_table: str, metadata: dict, summary: RunSummary
+    spark: SparkSession, batch: DataFrame, events_table: str, metadata: dict[str, Any], summary: RunSummary
 ) -> None:
     """Insert-if-absent on ``(eventDate, id)``, pruned to the dates and event times in the batch.
 
@@ -231,7 +232,7 @@ def _merge_events(
 
 
 def _merge_state(
-    spark: SparkSession, state_rows: DataFrame, state_table: str, metadata: dict, summary: RunSummary
+    spark: SparkSession, state_rows: DataFrame, state_table: str, metadata: dict[str, Any], summary: RunSummary
 ) -> None:
     """Per blob, the latest event by :func:`state_order`; an update only when the incoming event is later
     in that order than the stored one."""
@@ -260,7 +261,7 @@ def _merge_state(
 
 
 class _Clock:
-    def __init__(self):
+    def __init__(self) -> None:
         import time
 
         self._time = time.perf_counter

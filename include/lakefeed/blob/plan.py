@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from lakefeed.blob.feed import ChangeFeed, ChunkFile, Segment, SegmentChunks
 from lakefeed.blob.timegrid import HOUR, WindowGrid
@@ -102,7 +103,7 @@ class RunPlan:
     def bytes(self) -> int:
         return sum(chunk.size for chunk in self.chunk_files)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "windows": [format_time(w) for w in self.windows],
             "lastConsumable": format_time(self.last_consumable),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.plan import is_ready, windows_in_range
@@ -26,11 +27,11 @@ class Batch:
     def windows(self) -> int:
         return int((self.end - self.start) / HOUR)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"start": format_time(self.start), "end": format_time(self.end)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> Batch:
+    def from_dict(cls, d: dict[str, Any]) -> Batch:
         return cls(parse_time(d["start"]), parse_time(d["end"]))
 
 
@@ -62,7 +63,7 @@ def pending_windows(first: datetime | None, last_consumable: datetime, cap: int)
     """Ready windows from ``first`` on, at most ``cap`` of them."""
     if first is None:
         return []
-    windows = []
+    windows: list[datetime] = []
     window = first
     while is_ready(window, last_consumable) and len(windows) < cap:
         windows.append(window)
@@ -118,7 +119,7 @@ class Readiness:
     last_consumable: datetime
     next_window: datetime | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "ready": self.ready,
             "lastConsumable": format_time(self.last_consumable),

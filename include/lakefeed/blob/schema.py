@@ -8,7 +8,12 @@ JSON-encoded, in ``extra`` (top level) or ``data.extra``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 3, 4, 5, 6})
 CONTROL_EVENT_TYPE = "Control"
@@ -73,7 +78,7 @@ RECORD_SCHEMA = pa.schema(
 )
 
 
-def spark_schema(arrow_schema: pa.Schema = RECORD_SCHEMA):
+def spark_schema(arrow_schema: pa.Schema = RECORD_SCHEMA) -> StructType:
     """The Spark ``StructType`` of an Arrow schema, decoded records by default (imports pyspark lazily)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 

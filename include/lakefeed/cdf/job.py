@@ -27,6 +27,7 @@ import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -86,11 +87,11 @@ class CdfSummary:
     bytesWritten: int = 0
     filesRewritten: int = 0
     rowsCopied: int = 0
-    commits: list[dict] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
+    commits: list[dict[str, Any]] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
     lagVersions: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -120,7 +121,9 @@ def read_changes(spark: SparkSession, source: str, start: int, end: int) -> Data
     )
 
 
-def _check_target(source_log: DeltaLog, target: str, range_fields: list[dict], latest_fields: list[dict]) -> None:
+def _check_target(
+    source_log: DeltaLog, target: str, range_fields: list[dict[str, Any]], latest_fields: list[dict[str, Any]]
+) -> None:
     """The target's data columns against the source's as of the range's end, columns added later accepted
     (JVM-free: both logs)."""
     metadata = DeltaLog(Store(target)).latest_metadata()
@@ -154,6 +157,7 @@ def run(
     delta_log = DeltaLog(Store(source))
     check_range(delta_log, start, end)
     latest = delta_log.latest_version()
+    assert latest is not None  # check_range refused a path without commits
     summary = CdfSummary(
         source=source,
         target=target,
@@ -255,8 +259,8 @@ def _merge(
     target: str,
     keys: list[str],
     summary: CdfSummary,
-    metadata: dict,
-    key_range: tuple = (None, None),
+    metadata: dict[str, Any],
+    key_range: tuple[Any, Any] = (None, None),
 ) -> list[str]:
     """Create the target or add the source's new columns, then the version-guarded MERGE; each step
     retried when a concurrent run commits first (both are idempotent).

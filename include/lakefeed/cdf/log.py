@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from lakefeed.deltalog import LOG_DIR, DeltaLog
 from lakefeed.errors import ChangeDataError
@@ -47,11 +48,11 @@ def cdf_enabled(properties: dict[str, str]) -> bool:
     return str(properties.get(CDF_PROPERTY, "false")).lower() == "true"
 
 
-def type_signature(delta_type) -> str:
+def type_signature(delta_type: object) -> str:
     """A Delta schema type as text, without nullability or field metadata (nested ones included): two
     columns whose values read the same way have the same signature."""
 
-    def strip(value):
+    def strip(value: object) -> object:
         if isinstance(value, dict):
             return {
                 k: strip(v)
@@ -65,11 +66,13 @@ def type_signature(delta_type) -> str:
     return json.dumps(strip(delta_type), sort_keys=True)
 
 
-def _signatures(fields: list[dict], skip: tuple[str, ...] = ()) -> dict[str, str]:
+def _signatures(fields: list[dict[str, Any]], skip: tuple[str, ...] = ()) -> dict[str, str]:
     return {f["name"]: type_signature(f["type"]) for f in fields if f["name"] not in skip}
 
 
-def schema_change(version: int, before: list[dict], after: list[dict], nullability: bool = False) -> SchemaChange:
+def schema_change(
+    version: int, before: list[dict[str, Any]], after: list[dict[str, Any]], nullability: bool = False
+) -> SchemaChange:
     """The columns ``after`` removed, retyped and added against ``before``; with ``nullability``, also the
     nullable ones it made NOT NULL (Delta will not read data written under ``before`` with ``after``)."""
     old, new = _signatures(before), _signatures(after)
@@ -92,12 +95,13 @@ def schema_change(version: int, before: list[dict], after: list[dict], nullabili
     )
 
 
-def latest_schema(log: DeltaLog) -> list[dict]:
+def latest_schema(log: DeltaLog) -> list[dict[str, Any]]:
     """Schema fields of the source's latest version, from its newest ``metaData`` (a few small files; delta-rs
     only when log cleanup left no commit or checkpoint holding it)."""
     metadata = log.latest_metadata() or {}
     if metadata.get("schemaString"):
-        return json.loads(metadata["schemaString"])["fields"]
+        fields: list[dict[str, Any]] = json.loads(metadata["schemaString"])["fields"]
+        return fields
     return log.table_state()[1]
 
 
@@ -141,6 +145,7 @@ def check_range(log: DeltaLog, start: int, end: int) -> list[SchemaChange]:
             )
         new_fields = json.loads(metadata["schemaString"])["fields"] if metadata.get("schemaString") else fields
         if fields is not None:  # version 0 creates the table: nothing to compare with
+            assert new_fields is not None  # the commit's schema, or else the one before it
             change = schema_change(version, fields, new_fields)
             if not change.additive:
                 raise ChangeDataError(
@@ -158,7 +163,7 @@ def check_range(log: DeltaLog, start: int, end: int) -> list[SchemaChange]:
     return changes
 
 
-def _fields_before(log: DeltaLog, start: int) -> list[dict] | None:
+def _fields_before(log: DeltaLog, start: int) -> list[dict[str, Any]] | None:
     """Schema fields as of the commit before ``start``; None for version 0 (it creates the table). When log
     cleanup left no way to rebuild that version, ``start``'s own schema (the job compares it with the
     target's too, so a change at ``start`` is still caught there)."""
@@ -193,10 +198,10 @@ def _refuse_column_mapping(where: str, properties: dict[str, str], version: int)
 def check_target(
     where: str,
     target: str,
-    source_fields: list[dict],
-    target_fields: list[dict],
+    source_fields: list[dict[str, Any]],
+    target_fields: list[dict[str, Any]],
     own_columns: tuple[str, ...],
-    latest_fields: list[dict] | None = None,
+    latest_fields: list[dict[str, Any]] | None = None,
 ) -> None:
     """Refuse a target whose data columns the source no longer has, or has with another type (the source
     changed them before the range, or the target was made from another table): a MERGE would fail or
@@ -228,7 +233,11 @@ def check_target(
 
 
 def check_later_changes(
-    log: DeltaLog, start: int, end: int, range_fields: list[dict] | None = None, latest_fields: list[dict] | None = None
+    log: DeltaLog,
+    start: int,
+    end: int,
+    range_fields: list[dict[str, Any]] | None = None,
+    latest_fields: list[dict[str, Any]] | None = None,
 ) -> None:
     """Refuse a range whose columns a later version removed (dropped, renamed), retyped or made NOT NULL,
     naming the columns and the first such version.
@@ -261,7 +270,7 @@ def check_later_changes(
     )
 
 
-def _first_changed_at(log: DeltaLog, first: int, last: int, fields: list[dict], columns: set[str]) -> int:
+def _first_changed_at(log: DeltaLog, first: int, last: int, fields: list[dict[str, Any]], columns: set[str]) -> int:
     """The first version in ``first..last`` whose schema removes, retypes or tightens one of ``columns``
     against ``fields`` (``last`` when the commits cannot tell: log cleanup running meanwhile)."""
     try:

@@ -15,7 +15,7 @@ class VersionRange:
     start: int
     end: int
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, int]:
         return {"start": self.start, "end": self.end}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -45,7 +47,7 @@ def to_target_rows(last_changes: DataFrame, columns: list[str]) -> DataFrame:
     )
 
 
-def snapshot_rows(snapshot: DataFrame, columns: list[str], version: int, timestamp) -> DataFrame:
+def snapshot_rows(snapshot: DataFrame, columns: list[str], version: int, timestamp: datetime | None) -> DataFrame:
     """A source snapshot as target rows (the full-refresh path)."""
     return snapshot.select(
         *columns,

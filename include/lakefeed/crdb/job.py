@@ -19,6 +19,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,7 +27,7 @@ from pyspark.sql import functions as F
 from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.messages import FILE_INPUT_SCHEMA, MESSAGE_SCHEMA, decode_arrow_partition
-from lakefeed.crdb.sink import SinkRange, list_sink, listing_floor, plan_range, resolved_value
+from lakefeed.crdb.sink import SinkFile, SinkRange, list_sink, listing_floor, plan_range, resolved_value
 from lakefeed.crdb.transforms import (
     DELETED_COLUMN,
     HLC_DECIMAL,
@@ -88,21 +89,21 @@ class CrdbSummary:
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
-    topics: dict[str, dict] = field(default_factory=dict)
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
     newestUpdated: str | None = None
     resolvedLagSeconds: float = 0.0
     commitsMade: int = 0
-    commits: list[dict] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
+    commits: list[dict[str, Any]] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
     seconds: dict[str, float] = field(default_factory=dict)
     targetRoot: str | None = None  # where the topic tables are: the commit step checks it against its plan
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def plan(
     sink_root: str, after: Hlc | None, through: Hlc, late_file_lookback: timedelta = DEFAULT_LATE_FILE_LOOKBACK
-) -> tuple[SinkRange, list]:
+) -> tuple[SinkRange, list[SinkFile]]:
     """The range to apply, without Spark: refused (exit 2) when a RESOLVED file is missing or invalid.
     Returns the range and the listing it came from (late files are settled against the ledger later)."""
     store = Store(sink_root)
@@ -118,7 +119,7 @@ def run(
     sink_root: str,
     target_root: str,
     sink_range: SinkRange,
-    files: list,
+    files: list[SinkFile],
     parquet_keys: dict[str, list[str]] | None = None,
 ) -> CrdbSummary:
     clock = time.perf_counter()
@@ -218,7 +219,15 @@ def _read_messages(
     from pyspark.sql.pandas.types import from_arrow_schema
 
     rows = [
-        (sink_root, f.key, f.topic, f.schema_id, f.format, f.compression, ",".join(parquet_keys.get(f.topic, [])))
+        (
+            sink_root,
+            f.key,
+            f.topic,
+            f.schema_id,
+            f.format,
+            f.compression,
+            ",".join(parquet_keys.get(f.topic, []) if f.topic is not None else []),
+        )
         for f in sorted(sink_range.files, key=lambda f: -f.size)
     ]  # largest first: the stage ends evenly
     inputs = spark.createDataFrame(
@@ -232,10 +241,10 @@ def _merge_topic(
     latest: DataFrame,
     target: str,
     topic: str,
-    kinds: dict[str, tuple],
+    kinds: dict[str, tuple[set[str], int | None]],
     keys_changed: int,
-    metadata: dict,
-    commits: list[dict],
+    metadata: dict[str, Any],
+    commits: list[dict[str, Any]],
     reported_as: str,
 ) -> TopicSummary:
     """MERGE one topic's latest changes into its table, applying each only when its updated is newer; the
@@ -314,7 +323,9 @@ def _applied_files(spark: SparkSession, ledger: str) -> set[str]:
     return {row["key"] for row in spark.read.format("delta").load(ledger).select("key").collect()}
 
 
-def _record_applied(spark: SparkSession, ledger: str, sink_range: SinkRange, metadata: dict) -> dict | None:
+def _record_applied(
+    spark: SparkSession, ledger: str, sink_range: SinkRange, metadata: dict[str, Any]
+) -> dict[str, Any] | None:
     """Add the range's files to the ledger, after every topic's MERGE committed (insert-if-absent); the
     commit made (None: none, every file was there)."""
     from delta.tables import DeltaTable

@@ -19,9 +19,10 @@ import gzip
 import io
 import json
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO, Self, cast
 
 import pyarrow as pa
 
@@ -29,6 +30,9 @@ from lakefeed.crdb.hlc import Hlc
 from lakefeed.errors import FeedCorruptError
 from lakefeed.jsonio import parse_json
 from lakefeed.storage import Store
+
+if TYPE_CHECKING:
+    pass
 
 BATCH_ROWS = 8192
 _STRING_MAP = pa.map_(pa.string(), pa.string())
@@ -65,7 +69,9 @@ RECREATE = "recreate the changefeed WITH updated, resolved (envelope=wrapped, th
 class _Raw(Decimal):
     """A JSON number kept as written (json.loads hands its literal to parse_float/parse_int)."""
 
-    def __new__(cls, text: str):
+    text: str
+
+    def __new__(cls, text: str) -> Self:
         value = super().__new__(cls, text)
         value.text = text
         return value
@@ -111,7 +117,7 @@ def _json(value: Any) -> str:
     return text
 
 
-def _mark(item: Any, default) -> Any:
+def _mark(item: Any, default: Callable[[Any], str]) -> Any:
     if isinstance(item, (_Raw, Decimal)):
         return default(item)
     if hasattr(item, "isoformat"):
@@ -181,15 +187,21 @@ def _stream_errors() -> tuple[type[BaseException], ...]:
 _STREAM_ERRORS = _stream_errors()
 
 
-def _open_text(store: Store, key: str, compression: str | None):
-    handle = store.open(key)
-    if compression == "gzip":
-        return gzip.GzipFile(fileobj=handle)
-    if compression == "zstd":
-        import zstandard
+@contextmanager
+def _open_text(store: Store, key: str, compression: str | None) -> Iterator[BinaryIO]:
+    """The file's bytes, decompressed; the file is closed on leaving, whatever the compression (a
+    ``GzipFile`` alone would leave the handle it reads open)."""
+    with store.open(key) as handle:
+        if compression == "gzip":
+            with gzip.GzipFile(fileobj=handle) as text:
+                yield cast(BinaryIO, io.BufferedReader(text, 1 << 20))
+        elif compression == "zstd":
+            import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(handle, read_across_frames=True)
-    return handle
+            with zstandard.ZstdDecompressor().stream_reader(handle, read_across_frames=True) as text:
+                yield cast(BinaryIO, io.BufferedReader(text, 1 << 20))
+        else:
+            yield handle
 
 
 def ndjson_messages(
@@ -197,11 +209,11 @@ def ndjson_messages(
 ) -> Iterator[pa.RecordBatch]:
     """The messages of one ndjson (optionally gzip or zstd) file, in batches of :data:`MESSAGE_SCHEMA`."""
     url = store.url(key)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     number = 0
     try:
         with _open_text(store, key, compression) as handle:
-            for number, line in enumerate(io.BufferedReader(handle, 1 << 20) if compression else handle, start=1):
+            for number, line in enumerate(handle, start=1):
                 if not line.strip():
                     continue
                 message = parse_line(line, f"{url}: line {number}")
@@ -220,9 +232,10 @@ def ndjson_messages(
         yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
 
 
-def _row(message: dict, topic: str, schema_id: int, key: str, line: int) -> dict:
+def _row(message: dict[str, Any], topic: str, schema_id: int, key: str, line: int) -> dict[str, Any]:
     after = message.pop("after")
-    values = kinds = None
+    values: dict[str, str | None] | None = None
+    kinds: dict[str, str] | None = None
     if after is not None:
         values, kinds = {}, {}
         for column, value in after.items():
@@ -271,7 +284,7 @@ def parquet_messages(
             raise FeedCorruptError(f"{url}: no column(s) {', '.join(missing)}")
         columns = [n for n in names if not n.startswith("__crdb__")]
         line = 0
-        rows: list[dict] = []
+        rows: list[dict[str, Any]] = []
         try:
             for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
                 for record in batch.to_pylist():
@@ -298,7 +311,7 @@ def parquet_messages(
             raise FeedCorruptError(f"{url}: corrupt parquet after row {line} ({type(exc).__name__}: {exc})") from None
 
 
-def decode_files(rows: Iterable[dict]) -> Iterator[pa.RecordBatch]:
+def decode_files(rows: Iterable[dict[str, Any]]) -> Iterator[pa.RecordBatch]:
     stores: dict[str, Store] = {}
     for row in rows:
         store = stores.setdefault(row["root"], Store(row["root"]))

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.errors import FeedConfigError, FeedCorruptError, FeedError, WindowNotReadyError
@@ -169,7 +170,7 @@ class SinkRange:
     def bytes(self) -> int:
         return sum(f.size for f in self.files)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "afterResolved": str(self.after.timestamp) if self.after else None,
             "throughResolved": str(self.through.timestamp),
@@ -192,7 +193,7 @@ def _resolved_at(files: list[SinkFile], stamp: Hlc, what: str, root: str) -> Sin
 
 
 def plan_range(
-    files: list[SinkFile], after: Hlc | None, through: Hlc, root: str, applied: set[str] = frozenset()
+    files: list[SinkFile], after: Hlc | None, through: Hlc, root: str, applied: Set[str] = frozenset()
 ) -> SinkRange:
     """The data files after the RESOLVED file at ``after`` (from the first file when None) and before the
     one at ``through``; plus files named before ``after`` that ``applied`` does not hold (late files)."""
@@ -203,7 +204,7 @@ def plan_range(
     data = [f for f in files if f.kind == DATA and f.order < end.order]
     late = [f for f in data if start is not None and f.order < start.order and f.key not in applied]
     in_range = [f for f in data if start is None or f.order > start.order]
-    unsupported = sorted({f.format for f in in_range + late} - set(SUPPORTED_FORMATS))
+    unsupported = sorted({f.format for f in in_range + late if f.format is not None} - set(SUPPORTED_FORMATS))
     if unsupported:
         raise FeedConfigError(f"{root}: {', '.join(unsupported)} files are not supported")
     return SinkRange(after=start, through=end, files=sorted(in_range + late, key=lambda f: f.order), late=late)

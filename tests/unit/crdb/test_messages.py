@@ -125,3 +125,20 @@ def test_a_deeply_nested_line_is_named_not_a_crash():
     line = '{"after": {"id": ' + "[" * 200_000 + "]" * 200_000 + '}, "key": [1], "updated": "1.0000000000"}'
     with pytest.raises(FeedCorruptError, match=r"f.ndjson: line 3: malformed JSON \(nested too deeply\)"):
         parse_line(line, "f.ndjson: line 3")
+
+
+@pytest.mark.parametrize("compression", [None, "gzip", "zstd"])
+def test_the_file_is_closed_after_reading_whatever_the_compression(tmp_path, compression, monkeypatch):
+    raw = ("\n".join(LINES) + "\n").encode()
+    data = {None: raw, "gzip": gzip.compress(raw), "zstd": zstandard.ZstdCompressor().compress(raw)}[compression]
+    store, key = write(tmp_path, "f.ndjson", data)
+    opened = []
+    original = Store.open
+
+    def tracked(self, relative):
+        opened.append(original(self, relative))
+        return opened[-1]
+
+    monkeypatch.setattr(Store, "open", tracked)
+    assert len(rows(ndjson_messages(store, key, "orders", 2, compression))) == 2
+    assert len(opened) == 1 and opened[0].closed
