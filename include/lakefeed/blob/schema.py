@@ -19,7 +19,7 @@ SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 3, 4, 5, 6})
 CONTROL_EVENT_TYPE = "Control"
 DELETE_EVENT_TYPE = "BlobDeleted"
 
-_STRING_MAP = pa.map_(pa.string(), pa.string())
+STRING_MAP = pa.map_(pa.string(), pa.string())
 
 # data.* fields by Arrow type; order is the column order in the events table.
 DATA_STRING_FIELDS = (
@@ -43,17 +43,17 @@ DATA_BOOL_FIELDS = ("recursive",)
 DATA_MAP_FIELDS = ("previousInfo", "asyncOperationInfo", "restorePointMarker", "storageDiagnostics")
 PROPERTY_CHANGE = pa.struct([("current", pa.string()), ("previous", pa.string())])
 BLOB_PROPERTIES_UPDATED = pa.map_(pa.string(), PROPERTY_CHANGE)
-BLOB_TAGS_UPDATED = pa.struct([("previous", _STRING_MAP), ("current", _STRING_MAP)])
+BLOB_TAGS_UPDATED = pa.struct([("previous", STRING_MAP), ("current", STRING_MAP)])
 
 DATA_TYPE = pa.struct(
     [pa.field(name, pa.string()) for name in DATA_STRING_FIELDS]
     + [pa.field(name, pa.int64()) for name in DATA_LONG_FIELDS]
     + [pa.field(name, pa.bool_()) for name in DATA_BOOL_FIELDS]
-    + [pa.field(name, _STRING_MAP) for name in DATA_MAP_FIELDS]
+    + [pa.field(name, STRING_MAP) for name in DATA_MAP_FIELDS]
     + [
         pa.field("blobPropertiesUpdated", BLOB_PROPERTIES_UPDATED),
         pa.field("blobTagsUpdated", BLOB_TAGS_UPDATED),
-        pa.field("extra", _STRING_MAP),
+        pa.field("extra", STRING_MAP),
     ]
 )
 DATA_FIELDS = tuple(field.name for field in DATA_TYPE)
@@ -67,7 +67,7 @@ RECORD_SCHEMA = pa.schema(
     + [
         pa.field("schemaVersion", pa.int32()),
         pa.field("data", DATA_TYPE),
-        pa.field("extra", _STRING_MAP),
+        pa.field("extra", STRING_MAP),
         # 100 ns ticks since the epoch: full eventTime precision for window assignment.
         pa.field("eventTimeTicks", pa.int64()),
         pa.field("segmentStart", pa.timestamp("us", tz="UTC")),
