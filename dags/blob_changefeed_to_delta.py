@@ -41,7 +41,8 @@ from __future__ import annotations
 
 from airflow.sdk import dag
 
-from lakefeed_airflow import blob_tasks
+from lakefeed.blob.pipeline import JOB_SCRIPT
+from lakefeed_airflow import feeds
 from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, MAX_ACTIVE_RUNS, START_DATE
 from lakefeed_airflow.forms import blob_grid_minute, blob_params
 from lakefeed_airflow.pipeline_dag import wire_pipeline
@@ -81,11 +82,11 @@ def blob_changefeed_to_delta():
 
     wire_pipeline(
         sensor=wait_for_ready_window,
-        feed=blob_tasks.FEED,
+        feed=feeds.BLOB,
         plan_task_id="plan_windows",
         apply_task_id="ingest_windows",
-        commit_task_id=blob_tasks.COMMIT_TASK_ID,
-        job_script=blob_tasks.JOB_SCRIPT,
+        commit_task_id=feeds.BLOB_COMMIT_TASK_ID,
+        job_script=JOB_SCRIPT,
         job_name="blob_changefeed_to_delta",
     )
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from airflow.sdk import dag
 
-from lakefeed_airflow import crdb_tasks
+from lakefeed.crdb.pipeline import JOB_SCRIPT
+from lakefeed_airflow import feeds
 from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, MAX_ACTIVE_RUNS, START_DATE
 from lakefeed_airflow.forms import crdb_params
 from lakefeed_airflow.pipeline_dag import wire_pipeline
@@ -68,11 +69,11 @@ def cockroach_changefeed_to_delta():
 
     wire_pipeline(
         sensor=wait_for_resolved,
-        feed=crdb_tasks.FEED,
+        feed=feeds.CRDB,
         plan_task_id="plan_ranges",
         apply_task_id="apply_ranges",
-        commit_task_id=crdb_tasks.COMMIT_TASK_ID,
-        job_script=crdb_tasks.JOB_SCRIPT,
+        commit_task_id=feeds.CRDB_COMMIT_TASK_ID,
+        job_script=JOB_SCRIPT,
         job_name="cockroach_changefeed_to_delta",
     )
 

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from airflow.sdk import dag
 
-from lakefeed_airflow import cdf_tasks
+from lakefeed.cdf.pipeline import JOB_SCRIPT
+from lakefeed_airflow import feeds
 from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, MAX_ACTIVE_RUNS, START_DATE
 from lakefeed_airflow.forms import cdf_params, cdf_pipeline_names
 from lakefeed_airflow.pipeline_dag import wire_pipeline
@@ -75,11 +76,11 @@ def delta_cdf_to_delta():
 
     wire_pipeline(
         sensor=wait_for_new_versions,
-        feed=cdf_tasks.FEED,
+        feed=feeds.CDF,
         plan_task_id="plan_ranges",
         apply_task_id="apply_ranges",
-        commit_task_id=cdf_tasks.COMMIT_TASK_ID,
-        job_script=cdf_tasks.JOB_SCRIPT,
+        commit_task_id=feeds.CDF_COMMIT_TASK_ID,
+        job_script=JOB_SCRIPT,
         job_name="delta_cdf_to_delta",
     )
 

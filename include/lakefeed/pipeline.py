@@ -20,9 +20,10 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from lakefeed.checkpoint import TableMark
+from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.errors import CheckpointMismatchError, ConfigError
 from lakefeed.ledger import (
     AnnouncedSince,
@@ -49,6 +50,8 @@ __all__ = [
     "Feed",
     "JobOutputs",
     "LocalStorage",
+    "OneCheckpointFeed",
+    "PipelineConfig",
     "Plan",
     "RefusedWithReport",
     "RunContext",
@@ -405,3 +408,55 @@ def summed(summaries: Iterable[Summary], keys: Iterable[str]) -> dict[str, int]:
 def spark_seconds(summaries: Iterable[Summary]) -> float:
     """The Spark time the jobs reported, in seconds."""
     return round(sum(sum(s.get("seconds", {}).values()) for s in summaries), 3)
+
+
+# -- a feed with one checkpoint per configuration (the blob change feed, a CockroachDB sink) --
+
+
+class PipelineConfig(Protocol):
+    """What the skeleton reads of a feed's configuration."""
+
+    @property
+    def wasb_conn_id(self) -> str | None: ...
+
+    @property
+    def checkpoint_variable(self) -> str: ...
+
+
+ConfigT = TypeVar("ConfigT", bound=PipelineConfig)
+
+
+@dataclass(frozen=True)
+class OneCheckpointFeed(Generic[ConfigT]):
+    """A :class:`Feed` whose configuration has one checkpoint, built from the feed's own steps: ``plan_with``
+    (configuration, checkpoint, params, run, the checkpoint's name, storage → plan), ``commit_with`` (checkpoint
+    store, plan, job outputs, run id, announced events → run summary), ``config_of`` (the configuration a plan
+    carries) and ``arguments`` (each job's command line). ``config`` reads the configuration (once, at the
+    plan), ``checkpoints`` opens a configuration's checkpoint store, ``storage`` opens feeds and tables."""
+
+    config: Callable[[], ConfigT]
+    checkpoints: Callable[[ConfigT], CheckpointStore]
+    plan_with: Callable[[ConfigT, Any, dict[str, Any], RunContext, str, Storage], Plan]
+    commit_with: Callable[[CheckpointStore, Plan, JobOutputs, str, AnnouncedSince], Summary]
+    config_of: Callable[[Plan], ConfigT]
+    arguments: Callable[[Plan], list[list[str]]]
+    storage: Storage = LOCAL
+
+    def plan(self, params: Mapping[str, Any], run: RunContext) -> Plan:
+        config = self.config()
+        store = self.checkpoints(config)
+        with self.storage.scope(config.wasb_conn_id):
+            return self.plan_with(config, store.load(), dict(params), run, store.where, self.storage)
+
+    def job_arguments(self, planned: Plan) -> list[list[str]]:
+        return self.arguments(planned)
+
+    def job_connections(self, planned: Plan) -> list[str | None]:
+        return [self.config_of(planned).wasb_conn_id] * len(self.arguments(planned))
+
+    def commit(
+        self, planned: Plan, outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
+    ) -> Summary:
+        config = self.config_of(planned)
+        with self.storage.scope(config.wasb_conn_id):
+            return self.commit_with(self.checkpoints(config), planned, outputs, run_id, announced_since)

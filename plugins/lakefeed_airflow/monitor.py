@@ -48,12 +48,12 @@ class DagFacts:
 
 
 def dag_facts(dag_id: str) -> DagFacts:
-    from lakefeed_airflow import blob_tasks, cdf_tasks, crdb_tasks
+    from lakefeed_airflow import feeds
 
     return {
-        BLOB_DAG: DagFacts(blob_tasks.COMMIT_TASK_ID, ("window_start", "window_end"), "Reset the checkpoint"),
-        CDF_DAG: DagFacts(cdf_tasks.COMMIT_TASK_ID, ("starting_version", "ending_version"), "Full refresh"),
-        CRDB_DAG: DagFacts(crdb_tasks.COMMIT_TASK_ID, ("after_resolved", "through_resolved"), "Reset the checkpoint"),
+        BLOB_DAG: DagFacts(feeds.BLOB_COMMIT_TASK_ID, ("window_start", "window_end"), "Reset the checkpoint"),
+        CDF_DAG: DagFacts(feeds.CDF_COMMIT_TASK_ID, ("starting_version", "ending_version"), "Full refresh"),
+        CRDB_DAG: DagFacts(feeds.CRDB_COMMIT_TASK_ID, ("after_resolved", "through_resolved"), "Reset the checkpoint"),
     }[dag_id]
 
 

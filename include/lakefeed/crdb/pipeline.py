@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from lakefeed.assets import crdb_changes
@@ -43,10 +42,9 @@ from lakefeed.pipeline import (
     LOCAL,
     Announcer,
     JobOutputs,
-    Plan,
+    OneCheckpointFeed,
     RunContext,
     Storage,
-    Summary,
     checkpoint_change,
     credit,
     fail_if_any_failed,
@@ -297,31 +295,10 @@ def commit(
     return report
 
 
-@dataclass(frozen=True)
-class CrdbFeed:
-    """The CockroachDB changefeed sink as a :class:`~lakefeed.pipeline.Feed`: ``config`` reads the configuration (once, at
-    the plan), ``checkpoints`` opens the checkpoint store of a configuration, ``storage`` opens the sink and
-    the targets."""
-
-    config: Callable[[], CrdbConfig]
-    checkpoints: Callable[[CrdbConfig], CheckpointStore]
-    storage: Storage = LOCAL
-
-    def plan(self, params: Mapping[str, Any], run: RunContext) -> Plan:
-        config = self.config()
-        store = self.checkpoints(config)
-        with self.storage.scope(config.wasb_conn_id):
-            return plan(config, store.load(), dict(params), run, store.where, self.storage)
-
-    def job_arguments(self, planned: Plan) -> list[list[str]]:
-        return job_arguments(planned)
-
-    def job_connections(self, planned: Plan) -> list[str | None]:
-        return [planned_config(planned).wasb_conn_id] * len(planned["batches"])
-
-    def commit(
-        self, planned: Plan, outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
-    ) -> Summary:
-        config = planned_config(planned)
-        with self.storage.scope(config.wasb_conn_id):
-            return commit(self.checkpoints(config), planned, outputs, run_id, announced_since)
+def crdb_feed(
+    config: Callable[[], CrdbConfig],
+    checkpoints: Callable[[CrdbConfig], CheckpointStore],
+    storage: Storage = LOCAL,
+) -> OneCheckpointFeed[CrdbConfig]:
+    """A CockroachDB changefeed sink as a :class:`~lakefeed.pipeline.Feed`."""
+    return OneCheckpointFeed(config, checkpoints, plan, commit, planned_config, job_arguments, storage)
