@@ -15,6 +15,7 @@ connections; :class:`LocalStorage` opens paths and URLs with the credentials of 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -48,6 +49,7 @@ __all__ = [
     "Announcer",
     "BatchesFailed",
     "Feed",
+    "FeedSteps",
     "JobOutputs",
     "LocalStorage",
     "OneCheckpointFeed",
@@ -57,11 +59,13 @@ __all__ = [
     "RunContext",
     "Storage",
     "Summary",
+    "announced_report",
     "backfill_not_ready",
     "checkpoint_change",
     "credit",
     "fail_if_any_failed",
     "failed_jobs",
+    "finished",
     "nothing_announced",
     "plan_marks",
     "run_kind",
@@ -427,36 +431,61 @@ ConfigT = TypeVar("ConfigT", bound=PipelineConfig)
 
 
 @dataclass(frozen=True)
+class FeedSteps(Generic[ConfigT]):
+    """What a feed with one checkpoint brings to the skeleton: ``plan`` (configuration, checkpoint, params,
+    run, the checkpoint's name, storage → plan), ``commit`` (checkpoint store, plan, job outputs, run id,
+    announced events → run summary), ``config_of`` (the configuration a plan carries) and ``arguments``
+    (each job's command line)."""
+
+    plan: Callable[[ConfigT, Any, dict[str, Any], RunContext, str, Storage], Plan]
+    commit: Callable[[CheckpointStore, Plan, JobOutputs, str, AnnouncedSince], Summary]
+    config_of: Callable[[Plan], ConfigT]
+    arguments: Callable[[Plan], list[list[str]]]
+
+
+@dataclass(frozen=True)
 class OneCheckpointFeed(Generic[ConfigT]):
-    """A :class:`Feed` whose configuration has one checkpoint, built from the feed's own steps: ``plan_with``
-    (configuration, checkpoint, params, run, the checkpoint's name, storage → plan), ``commit_with`` (checkpoint
-    store, plan, job outputs, run id, announced events → run summary), ``config_of`` (the configuration a plan
-    carries) and ``arguments`` (each job's command line). ``config`` reads the configuration (once, at the
-    plan), ``checkpoints`` opens a configuration's checkpoint store, ``storage`` opens feeds and tables."""
+    """A :class:`Feed` whose configuration has one checkpoint, from the feed's ``steps``: ``config`` reads the
+    configuration (once, at the plan), ``checkpoints`` opens a configuration's checkpoint store, ``storage``
+    opens feeds and tables."""
 
     config: Callable[[], ConfigT]
     checkpoints: Callable[[ConfigT], CheckpointStore]
-    plan_with: Callable[[ConfigT, Any, dict[str, Any], RunContext, str, Storage], Plan]
-    commit_with: Callable[[CheckpointStore, Plan, JobOutputs, str, AnnouncedSince], Summary]
-    config_of: Callable[[Plan], ConfigT]
-    arguments: Callable[[Plan], list[list[str]]]
+    steps: FeedSteps[ConfigT]
     storage: Storage = LOCAL
 
     def plan(self, params: Mapping[str, Any], run: RunContext) -> Plan:
         config = self.config()
         store = self.checkpoints(config)
         with self.storage.scope(config.wasb_conn_id):
-            return self.plan_with(config, store.load(), dict(params), run, store.where, self.storage)
+            return self.steps.plan(config, store.load(), dict(params), run, store.where, self.storage)
 
     def job_arguments(self, planned: Plan) -> list[list[str]]:
-        return self.arguments(planned)
+        return self.steps.arguments(planned)
 
     def job_connections(self, planned: Plan) -> list[str | None]:
-        return [self.config_of(planned).wasb_conn_id] * len(self.arguments(planned))
+        return [self.steps.config_of(planned).wasb_conn_id] * len(self.steps.arguments(planned))
 
     def commit(
         self, planned: Plan, outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
     ) -> Summary:
-        config = self.config_of(planned)
+        config = self.steps.config_of(planned)
         with self.storage.scope(config.wasb_conn_id):
-            return self.commit_with(self.checkpoints(config), planned, outputs, run_id, announced_since)
+            return self.steps.commit(self.checkpoints(config), planned, outputs, run_id, announced_since)
+
+
+def announced_report(summaries: Iterable[Summary], announcer: Announcer, targets_changed: list[Any]) -> Summary:
+    """The part of a run summary every feed reports alike: Spark time, the asset events of the targets the
+    run changed, and how many ledger entries a later commit step announces instead."""
+    return {
+        "sparkSeconds": spark_seconds(summaries),
+        "targetsChanged": targets_changed,
+        "announcementsDeferred": announcer.deferred,
+    }
+
+
+def finished(report: Summary, failed: list[dict[str, Any]], total: int, position: str | None) -> Summary:
+    """Log the run summary; fail the commit step (keeping the summary) when any of the ``total`` jobs failed."""
+    log.info("run summary: %s", json.dumps(report, indent=2))
+    fail_if_any_failed(failed, total, position, report)
+    return report

@@ -5,9 +5,10 @@ Airflow Variables (:mod:`lakefeed_airflow.settings`), Azure through the ``wasb``
 
 from __future__ import annotations
 
-from lakefeed.blob.pipeline import blob_feed
+from lakefeed.blob import pipeline as blob_pipeline
 from lakefeed.cdf.pipeline import CdfFeed
-from lakefeed.crdb.pipeline import crdb_feed
+from lakefeed.crdb import pipeline as crdb_pipeline
+from lakefeed.pipeline import OneCheckpointFeed
 from lakefeed_airflow.settings import (
     blob_checkpoint_store,
     blob_config,
@@ -18,9 +19,9 @@ from lakefeed_airflow.settings import (
 )
 from lakefeed_airflow.wasb_feed import AIRFLOW_STORAGE
 
-BLOB = blob_feed(blob_config, blob_checkpoint_store, AIRFLOW_STORAGE)
+BLOB = OneCheckpointFeed(blob_config, blob_checkpoint_store, blob_pipeline.STEPS, AIRFLOW_STORAGE)
 CDF = CdfFeed(cdf_config, cdf_checkpoint_store, AIRFLOW_STORAGE)
-CRDB = crdb_feed(crdb_config, crdb_checkpoint_store, AIRFLOW_STORAGE)
+CRDB = OneCheckpointFeed(crdb_config, crdb_checkpoint_store, crdb_pipeline.STEPS, AIRFLOW_STORAGE)
 
 BLOB_COMMIT_TASK_ID = "commit_checkpoint"
 CDF_COMMIT_TASK_ID = "commit_checkpoints"

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from lakefeed import pipeline as skeleton
 from lakefeed.assets import blob_changes
 from lakefeed.blob.checkpoint import BlobCheckpoint
 from lakefeed.blob.feed import SEGMENTS_JSON, ChangeFeed
@@ -46,23 +46,6 @@ from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig, as_mapping
 from lakefeed.errors import DataLossError, FeedError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
-from lakefeed.pipeline import (
-    ADOPT,
-    LOCAL,
-    Announcer,
-    JobOutputs,
-    OneCheckpointFeed,
-    RunContext,
-    Storage,
-    checkpoint_change,
-    credit,
-    fail_if_any_failed,
-    failed_jobs,
-    plan_marks,
-    run_kind,
-    spark_seconds,
-    summed,
-)
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import blob_request
 from lakefeed.targets import current_marks, verify_adoptable, verify_own_writes, verify_targets
@@ -102,15 +85,15 @@ def plan(
     config: BlobPipelineConfig,
     checkpoint: BlobCheckpoint,
     params: dict[str, Any],
-    run: RunContext,
+    run: skeleton.RunContext,
     where: str = "lakefeed_blob_checkpoint",
-    storage: Storage = LOCAL,
+    storage: skeleton.Storage = skeleton.LOCAL,
 ) -> dict[str, Any]:
     """Which batches of windows this run submits; refuses (a :class:`~lakefeed.errors.Refusal`) a request
     that cannot be served, a checkpoint that does not belong to this feed and these targets, targets that
     hold rows this pipeline did not write while the checkpoint is empty, and segments lost to retention."""
     window_range = blob_request(params)
-    kind = run_kind(run, window_range is not None, bool(params.get("reset_checkpoint")))
+    kind = skeleton.run_kind(run, window_range is not None, bool(params.get("reset_checkpoint")))
     acknowledge_loss, adopt = bool(params.get("acknowledge_data_loss")), bool(params.get("adopt_targets"))
     store = storage.feed(config.feed_root, config.wasb_conn_id)
     feed = ChangeFeed(store)
@@ -126,7 +109,7 @@ def plan(
         verify_feed(checkpoint.feed, store.identity, where, RESET_REMEDY)
         verify_targets(checkpoint.targets, targets, where, RESET_REMEDY)
         if not adopt:
-            verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, ADOPT, RESET_REMEDY)
+            verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, skeleton.ADOPT, RESET_REMEDY)
     if kind != BACKFILL and (kind == RESET or checkpoint.watermark is None) and not adopt:
         verify_adoptable(list(targets.values()), config.checkpoint_variable, where, "adopt_targets")
     start_from = parse_time(config.start_from) if config.start_from else None
@@ -168,7 +151,7 @@ def plan(
         "targetTables": targets,
         "dataLoss": data_loss,
         "acknowledgeDataLoss": acknowledge_loss,
-        "targetMarks": plan_marks(kind, sorted(targets.values())),
+        "targetMarks": skeleton.plan_marks(kind, sorted(targets.values())),
         **(
             _segment_marks(
                 feed,
@@ -264,7 +247,7 @@ def _belongs(summary: dict[str, Any], job: dict[str, Any], targets: dict[str, st
 def commit(
     store: CheckpointStore,
     planned: dict[str, Any],
-    outputs: JobOutputs,
+    outputs: skeleton.JobOutputs,
     run_id: str,
     announced_since: AnnouncedSince = nothing_announced,
 ) -> dict[str, Any]:
@@ -275,13 +258,15 @@ def commit(
     )
     pipeline_id = planned_config(planned).checkpoint_variable
     kind = planned["kind"]
-    credit(summaries, kind, planned.get("targetMarks"), planned["targets"], pipeline_id, store.where, RESET_REMEDY)
+    skeleton.credit(
+        summaries, kind, planned.get("targetMarks"), planned["targets"], pipeline_id, store.where, RESET_REMEDY
+    )
     last_consumable = parse_time(planned["lastConsumable"])
     origin = parse_time(planned["origin"]) if planned["origin"] else None
     data_loss = planned.get("dataLoss")
     resume = parse_time(data_loss["resumeWindow"]) if data_loss else None
     segment_marks = planned.get("segmentMarks") or {}
-    failed = failed_jobs(enumerate(planned["batches"]), summaries, outputs.refused)
+    failed = skeleton.failed_jobs(enumerate(planned["batches"]), summaries, outputs.refused)
     events, state = planned["targetTables"]["events"], planned["targetTables"]["state"]
     reported = {}
     for summary in summaries.values():
@@ -295,7 +280,7 @@ def commit(
                 summary.get("stateUpdated", 0),
                 0,
             )
-    announcer = Announcer(
+    announcer = skeleton.Announcer(
         planned["targets"],
         pipeline_id,
         announce=not failed,
@@ -334,14 +319,16 @@ def commit(
             **retention,
         )
 
-    change = checkpoint_change(kind, announcer.marks, lambda checkpoint: checkpoint.feed, planned["feed"], advance)
+    change = skeleton.checkpoint_change(
+        kind, announcer.marks, lambda checkpoint: checkpoint.feed, planned["feed"], advance
+    )
     before, after = store.update(change)
     report = {
         "kind": kind,
         "windowsPlanned": planned["windows"],
         "batches": len(batches),
         "batchesFailed": failed,
-        **summed(summaries.values(), SUMMED),
+        **skeleton.summed(summaries.values(), SUMMED),
         "lastConsumable": planned["lastConsumable"],
         "gridMinute": planned["gridMinute"],
         "watermarkBefore": format_time(before.watermark) if before.watermark else None,
@@ -351,19 +338,9 @@ def commit(
         "dataLossAcknowledged": data_loss,
         "missingShards": [shard for i in sorted(summaries) for shard in summaries[i].get("missingShards", [])],
         "lagHours": ((last_consumable - after.watermark) / HOUR) if after.watermark else None,
-        "sparkSeconds": spark_seconds(summaries.values()),
-        "targetsChanged": blob_changes(announcer.entries, events, state),
-        "announcementsDeferred": announcer.deferred,
+        **skeleton.announced_report(summaries.values(), announcer, blob_changes(announcer.entries, events, state)),
     }
-    log.info("run summary: %s", json.dumps(report, indent=2))
-    fail_if_any_failed(failed, len(batches), report["watermark"], report)
-    return report
+    return skeleton.finished(report, failed, len(batches), report["watermark"])
 
 
-def blob_feed(
-    config: Callable[[], BlobPipelineConfig],
-    checkpoints: Callable[[BlobPipelineConfig], CheckpointStore],
-    storage: Storage = LOCAL,
-) -> OneCheckpointFeed[BlobPipelineConfig]:
-    """The blob change feed as a :class:`~lakefeed.pipeline.Feed`."""
-    return OneCheckpointFeed(config, checkpoints, plan, commit, planned_config, job_arguments, storage)
+STEPS: skeleton.FeedSteps[BlobPipelineConfig] = skeleton.FeedSteps(plan, commit, planned_config, job_arguments)

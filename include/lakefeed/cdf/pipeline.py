@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lakefeed import pipeline as skeleton
 from lakefeed.assets import FULL_REFRESH_MODE, cdf_changes
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.cdf.log import cdf_enabled
@@ -43,24 +44,6 @@ from lakefeed.delta import REFRESH_MARKER
 from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
-from lakefeed.pipeline import (
-    LOCAL,
-    Announcer,
-    JobOutputs,
-    Plan,
-    RefusedWithReport,
-    RunContext,
-    Storage,
-    Summary,
-    checkpoint_change,
-    credit,
-    fail_if_any_failed,
-    failed_jobs,
-    plan_marks,
-    run_kind,
-    spark_seconds,
-    summed,
-)
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import cdf_request
 from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, verify_own_writes, verify_targets
@@ -97,14 +80,14 @@ def plan(
     config: CdfConfig,
     checkpoints: dict[str, CdfCheckpoint],
     params: dict[str, Any],
-    run: RunContext,
-    storage: Storage = LOCAL,
+    run: skeleton.RunContext,
+    storage: skeleton.Storage = skeleton.LOCAL,
 ) -> dict[str, Any]:
     """Jobs for this run, per pipeline; refuses (a :class:`~lakefeed.errors.Refusal`) a request that cannot
     be served, or a checkpoint whose source or target is not the table it was made on."""
     request = cdf_request(params, [p.name for p in config.pipelines])
     start, end, full_refresh = request.start, request.end, request.full_refresh
-    kind = run_kind(run, request.names_a_range, full_refresh)
+    kind = skeleton.run_kind(run, request.names_a_range, full_refresh)
     name = request.pipeline
     if name is None and kind != SCHEDULED and not run.is_airflow_backfill:
         if len(config.pipelines) > 1:
@@ -169,7 +152,7 @@ def plan(
                 "latest": latest,
                 "sourceTableId": delta_log.table_id(),
                 "appliedBefore": checkpoint.applied_version,
-                "targetMarks": plan_marks(pipeline_kind, [pipeline.target_table]),
+                "targetMarks": skeleton.plan_marks(pipeline_kind, [pipeline.target_table]),
             }
     result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "config": as_mapping(config)}
     log.info("plan: %s", json.dumps(result))
@@ -296,7 +279,9 @@ def _version_range(start: int | None, end: int | None, latest: int, pipeline: Cd
     return [{"mode": CHANGES, **r.to_dict()} for r in split_range(start, end, pipeline.versions_per_job)]
 
 
-def _committed_in_interval(delta_log: DeltaLog, run: RunContext, pipeline: CdfPipeline) -> list[dict[str, Any]]:
+def _committed_in_interval(
+    delta_log: DeltaLog, run: skeleton.RunContext, pipeline: CdfPipeline
+) -> list[dict[str, Any]]:
     """One of Airflow's Backfill runs re-applies the versions its source committed in the run's data
     interval (by commit timestamp, as DESCRIBE HISTORY shows them)."""
     interval_start, interval_end = run.interval
@@ -367,10 +352,10 @@ def _belongs(summary: dict[str, Any], job: dict[str, Any], pipeline: CdfPipeline
 def commit(
     stores: dict[str, CheckpointStore],
     planned: dict[str, Any],
-    outputs: JobOutputs,
+    outputs: skeleton.JobOutputs,
     run_id: str,
     announced_since: AnnouncedSince = nothing_announced,
-    storage: Storage = LOCAL,
+    storage: skeleton.Storage = skeleton.LOCAL,
 ) -> dict[str, Any]:
     """Per pipeline: move its checkpoint as the run's kind allows (compare-and-set); report; fail if any job failed.
     Works from the plan's configuration only."""
@@ -395,7 +380,7 @@ def commit(
             mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
             done = {i: summaries[i] for i, _ in mine if i in summaries}
             try:  # a pipeline whose target lost its jobs' commits, or took others' rows, keeps its checkpoint
-                credit(
+                skeleton.credit(
                     done,
                     plan_of["kind"],
                     plan_of.get("targetMarks"),
@@ -413,7 +398,7 @@ def commit(
                     "kind": plan_of["kind"],
                     "jobs": len(mine),
                     "refused": str(exc),
-                    "jobsFailed": failed_jobs(mine, {*summaries, *voided}, outputs.refused),
+                    "jobsFailed": skeleton.failed_jobs(mine, {*summaries, *voided}, outputs.refused),
                     "appliedBefore": applied,
                     "appliedVersion": applied,
                     "latestVersion": plan_of["latest"],
@@ -428,7 +413,7 @@ def commit(
                 for s in done.values()
                 if (s.get("committed") or s.get("mode") == FULL_REFRESH) and s.get("targetVersion") is not None
             }
-            announcer = Announcer(
+            announcer = skeleton.Announcer(
                 [pipeline.target_table],
                 pipeline.checkpoint_variable,
                 announce=not failed,
@@ -440,12 +425,12 @@ def commit(
             report["pipelines"][name] = {
                 "kind": plan_of["kind"],
                 "jobs": len(mine),
-                "jobsFailed": failed_jobs(mine, {*summaries, *voided}, outputs.refused),
+                "jobsFailed": skeleton.failed_jobs(mine, {*summaries, *voided}, outputs.refused),
                 "jobsVoided": [{**job, "rebuiltAt": voided[i]} for i, job in mine if i in voided],
                 "versions": [
                     [job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine
                 ],
-                **summed(done.values(), SUMMED),
+                **skeleton.summed(done.values(), SUMMED),
                 "appliedBefore": before.applied_version,
                 "appliedVersion": after.applied_version,
                 "checkpointReset": (
@@ -455,21 +440,21 @@ def commit(
                 ),
                 "latestVersion": latest,
                 "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
-                "sparkSeconds": spark_seconds(done.values()),
+                "sparkSeconds": skeleton.spark_seconds(done.values()),
             }
             report["targetsChanged"].extend(cdf_changes(name, pipeline.target_table, announcer.entries))
             report["announcementsDeferred"] += announcer.deferred
     log.info("run summary: %s", json.dumps(report, indent=2))
     if refusals:
-        raise RefusedWithReport(" ".join(map(str, refusals)), report)
-    fail_if_any_failed(
+        raise skeleton.RefusedWithReport(" ".join(map(str, refusals)), report)
+    skeleton.fail_if_any_failed(
         failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report
     )
     return report
 
 
 def _rebuilt_since(
-    jobs: list[dict[str, Any]], summaries: dict[int, Summary], config: CdfConfig, storage: Storage
+    jobs: list[dict[str, Any]], summaries: dict[int, skeleton.Summary], config: CdfConfig, storage: skeleton.Storage
 ) -> dict[int, int]:
     """Jobs whose work a full refresh of their target replaced after they committed, by job index: the
     target version of the refresh. A refresh (another run, overlapping this one) rebuilds the target from a
@@ -502,7 +487,7 @@ def _rebuilt_since(
 def pipeline_change(
     plan_of: dict[str, Any],
     mine: list[tuple[int, dict[str, Any]]],
-    done: dict[int, Summary],
+    done: dict[int, skeleton.Summary],
     pipeline: CdfPipeline,
     run_id: str,
     announced: Callable[[CdfCheckpoint], dict[str, TableMark]],
@@ -535,7 +520,7 @@ def pipeline_change(
             updated_by=run_id,
         )
 
-    return checkpoint_change(
+    return skeleton.checkpoint_change(
         kind, announced, lambda c: c.source_id, source_id, advance, f"source table of pipeline {pipeline.name}"
     )
 
@@ -548,26 +533,30 @@ class CdfFeed:
 
     config: Callable[[], CdfConfig]
     checkpoints: Callable[[CdfPipeline, CdfConfig], CheckpointStore]
-    storage: Storage = LOCAL
+    storage: skeleton.Storage = skeleton.LOCAL
 
-    def plan(self, params: Mapping[str, Any], run: RunContext) -> Plan:
+    def plan(self, params: Mapping[str, Any], run: skeleton.RunContext) -> skeleton.Plan:
         config = self.config()
         loaded = {p.name: self.checkpoints(p, config).load() for p in config.pipelines}
         with self.storage.scope(config.wasb_conn_id):
             return plan(config, loaded, dict(params), run, self.storage)
 
-    def job_arguments(self, planned: Plan) -> list[list[str]]:
+    def job_arguments(self, planned: skeleton.Plan) -> list[list[str]]:
         return job_arguments(planned)
 
-    def job_connections(self, planned: Plan) -> list[str | None]:
+    def job_connections(self, planned: skeleton.Plan) -> list[str | None]:
         """The ``wasb`` connection each job reads and writes with: its pipeline's (the top-level one unless
         the pipeline names its own)."""
         config = planned_config(planned)
         return [config.pipeline(job["pipeline"]).wasb_conn_id for job in planned["jobs"]]
 
     def commit(
-        self, planned: Plan, outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
-    ) -> Summary:
+        self,
+        planned: skeleton.Plan,
+        outputs: skeleton.JobOutputs,
+        run_id: str,
+        announced_since: AnnouncedSince = nothing_announced,
+    ) -> skeleton.Summary:
         config = planned_config(planned)
         stores = {p.name: self.checkpoints(p, config) for p in config.pipelines}
         with self.storage.scope(config.wasb_conn_id):

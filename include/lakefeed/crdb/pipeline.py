@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
+from lakefeed import pipeline as skeleton
 from lakefeed.assets import crdb_changes
 from lakefeed.checkpoint import TableMark, verify_definition, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
@@ -37,23 +37,6 @@ from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
 from lakefeed.delta import table_location
 from lakefeed.errors import WindowNotReadyError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
-from lakefeed.pipeline import (
-    ADOPT,
-    LOCAL,
-    Announcer,
-    JobOutputs,
-    OneCheckpointFeed,
-    RunContext,
-    Storage,
-    checkpoint_change,
-    credit,
-    fail_if_any_failed,
-    failed_jobs,
-    plan_marks,
-    run_kind,
-    spark_seconds,
-    summed,
-)
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import crdb_request
 from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_own_writes, verify_targets
@@ -84,14 +67,14 @@ def plan(
     config: CrdbConfig,
     checkpoint: CrdbCheckpoint,
     params: dict[str, Any],
-    run: RunContext,
+    run: skeleton.RunContext,
     where: str = "lakefeed_crdb_checkpoint",
-    storage: Storage = LOCAL,
+    storage: skeleton.Storage = skeleton.LOCAL,
 ) -> dict[str, Any]:
     """The resolved ranges this run applies; refuses a request that cannot be served or a checkpoint that
     does not belong to this sink and these tables."""
     after, through = (Hlc.parse(stamp) if stamp else None for stamp in crdb_request(params))
-    kind = run_kind(run, through is not None, bool(params.get("reset_checkpoint")))
+    kind = skeleton.run_kind(run, through is not None, bool(params.get("reset_checkpoint")))
     store = storage.feed(config.sink_root, config.wasb_conn_id)
     require_sink(store)
     target_root = root_of(config.target_root)
@@ -105,7 +88,7 @@ def plan(
             RESET_REMEDY,
         )
         if not params.get("adopt_targets"):
-            verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, ADOPT, RESET_REMEDY)
+            verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, skeleton.ADOPT, RESET_REMEDY)
     if (
         kind != BACKFILL
         and (kind == RESET or (checkpoint.resolved is None and not checkpoint.targets))
@@ -147,7 +130,7 @@ def plan(
         "resolvedBefore": checkpoint.resolved,
         "newestResolved": str(newest) if newest else None,
         "targetRoot": target_root,
-        "targetMarks": plan_marks(kind, tables_under(config.target_root)),
+        "targetMarks": skeleton.plan_marks(kind, tables_under(config.target_root)),
         "config": as_mapping(config),
     }
     log.info("plan: %s", json.dumps(result))
@@ -206,7 +189,7 @@ def topic_tables(target_root: str) -> list[str]:
 def commit(
     store: CheckpointStore,
     planned: dict[str, Any],
-    outputs: JobOutputs,
+    outputs: skeleton.JobOutputs,
     run_id: str,
     announced_since: AnnouncedSince = nothing_announced,
 ) -> dict[str, Any]:
@@ -223,12 +206,12 @@ def commit(
     )
     kind = planned["kind"]
     targets_now = tables_under(config.target_root)
-    credit(
+    skeleton.credit(
         summaries, kind, planned.get("targetMarks"), targets_now, config.checkpoint_variable, store.where, RESET_REMEDY
     )
     spans = [(Hlc.parse(b["after"]) if b["after"] else ORIGIN, Hlc.parse(b["through"])) for b in batches]
     topics = sorted({topic for s in summaries.values() for topic in s.get("topics", {})})
-    failed = failed_jobs(enumerate(batches), summaries, outputs.refused)
+    failed = skeleton.failed_jobs(enumerate(batches), summaries, outputs.refused)
     root = config.target_root.rstrip("/")
     reported = {
         (f"{root}/{topic}", figures["targetVersion"]): (
@@ -241,7 +224,7 @@ def commit(
         if figures.get("targetVersion") is not None  # the job committed (as it counts commitsMade)
         and figures.get("keysChanged", 0) > figures.get("staleSkipped", 0)
     }
-    announcer = Announcer(
+    announcer = skeleton.Announcer(
         topic_tables(config.target_root),
         config.checkpoint_variable,
         announce=not failed,
@@ -267,7 +250,7 @@ def commit(
             updated_by=run_id,
         )
 
-    change = checkpoint_change(
+    change = skeleton.checkpoint_change(
         kind, announcer.marks, lambda checkpoint: checkpoint.sink, planned["sink"], advance, "sink"
     )
     before, after = store.update(change)
@@ -276,7 +259,7 @@ def commit(
         "kind": kind,
         "batches": len(batches),
         "batchesFailed": failed,
-        **summed(summaries.values(), SUMMED),
+        **skeleton.summed(summaries.values(), SUMMED),
         "lateFiles": [f for s in summaries.values() for f in s.get("lateFiles", [])],
         "topics": topics,
         "resolvedBefore": before.resolved,
@@ -286,19 +269,9 @@ def commit(
         "lagSeconds": round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
         if newest and after.resolved
         else None,
-        "sparkSeconds": spark_seconds(summaries.values()),
-        "targetsChanged": crdb_changes(announcer.entries),
-        "announcementsDeferred": announcer.deferred,
+        **skeleton.announced_report(summaries.values(), announcer, crdb_changes(announcer.entries)),
     }
-    log.info("run summary: %s", json.dumps(report, indent=2))
-    fail_if_any_failed(failed, len(batches), report["resolved"], report)
-    return report
+    return skeleton.finished(report, failed, len(batches), report["resolved"])
 
 
-def crdb_feed(
-    config: Callable[[], CrdbConfig],
-    checkpoints: Callable[[CrdbConfig], CheckpointStore],
-    storage: Storage = LOCAL,
-) -> OneCheckpointFeed[CrdbConfig]:
-    """A CockroachDB changefeed sink as a :class:`~lakefeed.pipeline.Feed`."""
-    return OneCheckpointFeed(config, checkpoints, plan, commit, planned_config, job_arguments, storage)
+STEPS: skeleton.FeedSteps[CrdbConfig] = skeleton.FeedSteps(plan, commit, planned_config, job_arguments)
