@@ -76,12 +76,12 @@ def main() -> None:
     figures.update(
         {
             "versions": VERSIONS,
-            "changedRows": summary.rowsRead,
-            "keysChanged": summary.keysChanged,
+            "changedRows": summary.rows_read,
+            "keysChanged": summary.keys_changed,
             "updated": summary.updated,
             "seconds": seconds,
             "targetMatchesSourceRowCount": same,
-            "ours_rows_per_s": round(summary.rowsRead / seconds["ours_apply"]),
+            "ours_rows_per_s": round(summary.rows_read / seconds["ours_apply"]),
             "ratios": {"ours_vs_plain_time": round(seconds["ours_apply"] / seconds["plain_read_and_overwrite"], 2)},
         }
     )

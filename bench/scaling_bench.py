@@ -178,9 +178,9 @@ def cdf(spark) -> dict:
             figures[f"{kind}_{label}"] = {
                 "targetRows": tables[label][2],
                 "seconds": seconds[f"cdf_{kind}_{label}_{best}"],
-                "keysChanged": s.keysChanged,
+                "keysChanged": s.keys_changed,
                 "updated": s.updated,
-                "written": {"bytes": s.bytesWritten, "filesRewritten": s.filesRewritten, "rowsCopied": s.rowsCopied},
+                "written": {"bytes": s.bytes_written, "filesRewritten": s.files_rewritten, "rowsCopied": s.rows_copied},
             }
         figures[f"ratio_{kind}_big_vs_small"] = round(
             figures[f"{kind}_big"]["seconds"] / figures[f"{kind}_small"]["seconds"], 2
@@ -193,9 +193,9 @@ def cdf(spark) -> dict:
         "seconds": seconds["cdf_replay_big"],
         "committed": replay.committed,
         "written": {
-            "bytes": replay.bytesWritten,
-            "filesRewritten": replay.filesRewritten,
-            "rowsCopied": replay.rowsCopied,
+            "bytes": replay.bytes_written,
+            "filesRewritten": replay.files_rewritten,
+            "rowsCopied": replay.rows_copied,
         },
     }
     return figures

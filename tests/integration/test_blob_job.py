@@ -81,20 +81,25 @@ def test_full_run_matches_ground_truth_and_rerun_changes_nothing(spark, feed, tm
     windows = truth.ready_windows()
     first = ingest(spark, root, tmp_path, windows[0], windows[-1] + HOUR)
     before = assert_matches_truth(spark, tmp_path, truth, windows)
-    assert first.eventsInserted == first.eventsUnique == len(truth.claimed(windows))
+    assert first.events_inserted == first.events_unique == len(truth.claimed(windows))
     assert first.strays == sum(e.stray for e in truth.claimed(windows)) > 0
-    assert first.duplicatesRemoved > 0 and first.controlDropped > 0
-    assert first.emptyChunkFiles == 1
+    assert first.duplicates_removed > 0 and first.control_dropped > 0
+    assert first.empty_chunk_files == 1
     history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'events'}`").collect()
     assert json.loads(history[0]["userMetadata"])["windows"] == [format_time(w) for w in windows]
 
     versions = (table_version(spark, tmp_path / "events"), table_version(spark, tmp_path / "state"))
     again = ingest(spark, root, tmp_path, windows[0], windows[-1] + HOUR)
-    assert (again.eventsInserted, again.stateInserted, again.stateUpdated) == (0, 0, 0)
+    assert (again.events_inserted, again.state_inserted, again.state_updated) == (0, 0, 0)
     assert snapshot(spark, tmp_path) == before
     # A replay writes nothing at all: no commit on either table, and the summary says so.
     assert (table_version(spark, tmp_path / "events"), table_version(spark, tmp_path / "state")) == versions
-    assert (again.commitsMade, again.eventsBytesWritten, again.stateBytesWritten, again.stateRowsCopied) == (0, 0, 0, 0)
+    assert (again.commits_made, again.events_bytes_written, again.state_bytes_written, again.state_rows_copied) == (
+        0,
+        0,
+        0,
+        0,
+    )
 
 
 def test_an_hourly_run_writes_its_changes_not_the_tables(spark, feed, tmp_path):
@@ -104,8 +109,8 @@ def test_an_hourly_run_writes_its_changes_not_the_tables(spark, feed, tmp_path):
     windows = truth.ready_windows()
     ingest(spark, root, tmp_path, windows[0], windows[-2])
     last = ingest(spark, root, tmp_path, windows[-2], windows[-1] + HOUR)
-    assert last.stateUpdated > 0 and last.commitsMade == 2
-    assert (last.stateFilesRewritten, last.stateRowsCopied) == (0, 0)
+    assert last.state_updated > 0 and last.commits_made == 2
+    assert (last.state_files_rewritten, last.state_rows_copied) == (0, 0)
     metrics = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'state'}`").collect()[0]["operationMetrics"]
     assert int(metrics["numTargetDeletionVectorsAdded"]) > 0 and int(metrics["numTargetRowsCopied"]) == 0
     events_metrics = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'events'}`").collect()[0]["operationMetrics"]

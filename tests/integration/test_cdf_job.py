@@ -49,7 +49,7 @@ def test_random_commit_sequences_in_any_chunking_and_replay_order(spark, tmp_pat
         summary = run(spark, source, target, ["id"], r.start, r.end)  # replays, in random order
         assert (summary.inserted, summary.updated, summary.deleted) == (0, 0, 0)
         # nothing written: the guard lets no row through and, with deletion vectors, Delta commits nothing
-        assert (summary.committed, summary.bytesWritten, summary.rowsCopied) == (False, 0, 0)
+        assert (summary.committed, summary.bytes_written, summary.rows_copied) == (False, 0, 0)
     assert rows_of(spark.read.format("delta").load(target)) == before
     assert spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()[0]["version"] == target_version
 
@@ -70,13 +70,13 @@ def test_counts_of_inserts_updates_deletes(spark, tmp_path):
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
     create_source(spark, source, rows=10)
     first = run(spark, source, target, ["id"], 0, 1)
-    assert (first.inserted, first.updated, first.deleted, first.keysChanged) == (10, 0, 0, 10)
+    assert (first.inserted, first.updated, first.deleted, first.keys_changed) == (10, 0, 0, 10)
     spark.sql(f"UPDATE delta.`{source}` SET amount = 0 WHERE id < 3")  # v2: 3 updates
     spark.sql(f"UPDATE delta.`{source}` SET amount = 1 WHERE id = 0")  # v3: key 0 twice in the range
     spark.sql(f"DELETE FROM delta.`{source}` WHERE id >= 8")  # v4: 2 deletes
     second = run(spark, source, target, ["id"], 2, 4)
-    assert (second.inserted, second.updated, second.deleted, second.keysChanged) == (0, 3, 2, 5)
-    assert second.rowsRead == 6  # 4 post-images + 2 deletes; pre-images dropped
+    assert (second.inserted, second.updated, second.deleted, second.keys_changed) == (0, 3, 2, 5)
+    assert second.rows_read == 6  # 4 post-images + 2 deletes; pre-images dropped
     history = spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()
     metadata = json.loads(history[0]["userMetadata"])
     assert len(metadata.pop("commitToken")) == 32  # which job made the commit, among concurrent writers
@@ -111,7 +111,7 @@ def test_vacuumed_change_data_points_to_full_refresh(spark, tmp_path):
         run(spark, source, target, ["id"], 2, 3)
     full_refresh(spark, source, target, ["id"])
     assert_target_equals_source(spark, source, target)
-    assert run(spark, source, target, ["id"], 0, 3).keysChanged == 0  # ranges inside the snapshot are no-ops
+    assert run(spark, source, target, ["id"], 0, 3).keys_changed == 0  # ranges inside the snapshot are no-ops
 
 
 def test_starting_version_beyond_latest(spark, tmp_path):
@@ -128,7 +128,7 @@ def test_additive_schema_change_flows_and_non_additive_is_refused(spark, tmp_pat
     spark.sql(f"ALTER TABLE delta.`{source}` ADD COLUMNS (score DOUBLE)")  # v2
     spark.sql(f"UPDATE delta.`{source}` SET score = 0.5 WHERE id = 2")  # v3
     summary = run(spark, source, target, ["id"], 2, 3)
-    assert summary.addedColumns == ["score"]
+    assert summary.added_columns == ["score"]
     scores = {r["id"]: r["score"] for r in live_rows(spark, target).collect()}
     assert scores[2] == 0.5 and scores[1] is None
 
@@ -245,10 +245,10 @@ def test_full_refresh_is_one_commit_holding_rows_and_base_version(spark, tmp_pat
     spark.sql(f"UPDATE delta.`{source}` SET amount = 7 WHERE id = 2")  # v2
     summary = full_refresh(spark, source, target, ["id"], version=2)
     history = DeltaTable.forPath(spark, target).history().where(f"version > {before}").collect()
-    assert len(history) == 1 and summary.targetVersion == before + 1
+    assert len(history) == 1 and summary.target_version == before + 1
     assert json.loads(history[0]["userMetadata"])["fullRefreshVersion"] == 2
     properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{target}`").collect()}
     assert properties["lakefeed.cdf.baseVersion"] == "2" and properties["owner.team"] == "it's ours"
     assert properties["delta.enableDeletionVectors"] == "true"
     assert_target_equals_source(spark, source, target)
-    assert run(spark, source, target, ["id"], 1, 2).keysChanged == 0
+    assert run(spark, source, target, ["id"], 1, 2).keys_changed == 0

@@ -86,7 +86,7 @@ def test_replays_across_additive_changes_and_after_a_full_refresh_change_nothing
 
     full_refresh(spark, source, target, ["id"], version=8)
     for start, end in [(0, 2), (2, 5)]:  # inside the snapshot: no-ops, not refusals
-        assert run(spark, source, target, ["id"], start, end).keysChanged == 0
+        assert run(spark, source, target, ["id"], start, end).keys_changed == 0
     assert_target_is_latest_snapshot(spark, source, target)
 
 
@@ -146,4 +146,4 @@ def test_drops_renames_and_type_changes_inside_before_or_after_a_range_are_refus
 
     full_refresh(spark, source, target, ["id"])  # what the messages say
     for start, end in [(0, 3), (5, 5), (7, 7)]:  # then no-ops, not refusals
-        assert run(spark, source, target, ["id"], start, end).keysChanged == 0
+        assert run(spark, source, target, ["id"], start, end).keys_changed == 0

@@ -66,12 +66,12 @@ def test_one_pass_equals_the_truth_and_a_replay_writes_nothing(spark, tmp_path):
     truth = generate_sink(tmp_path / "sink", SPEC)
     summary = apply(spark, tmp_path / "sink", tmp_path / "lake", None, truth.resolved[-1])
     assert_matches_truth(spark, tmp_path / "lake", truth)
-    assert summary.messagesRead == truth.messages and summary.duplicatesDropped >= truth.duplicates - 2
-    assert summary.topics["customers"]["addedColumns"] == [] and summary.commitsMade == 2
+    assert summary.messages_read == truth.messages and summary.duplicates_dropped >= truth.duplicates - 2
+    assert summary.topics["customers"]["addedColumns"] == [] and summary.commits_made == 2
     before = versions(spark, tmp_path / "lake")
     again = apply(spark, tmp_path / "sink", tmp_path / "lake", None, truth.resolved[-1])
     assert versions(spark, tmp_path / "lake") == before  # nothing committed: every change is stale
-    assert again.staleSkipped == sum(t["keysChanged"] for t in again.topics.values()) and again.commitsMade == 0
+    assert again.stale_skipped == sum(t["keysChanged"] for t in again.topics.values()) and again.commits_made == 0
 
 
 def test_resolved_ranges_in_any_order_and_replayed_equal_one_pass(spark, tmp_path):
@@ -94,9 +94,9 @@ def test_a_late_file_named_before_an_applied_resolved_is_still_applied(spark, tm
     apply(spark, tmp_path / "sink", tmp_path / "lake", None, cut)
     held.rename(tmp_path / "sink" / late)  # it appears now, named before what was applied
     summary = apply(spark, tmp_path / "sink", tmp_path / "lake", cut, truth.resolved[-1])
-    assert summary.lateFiles == [late]
+    assert summary.late_files == [late]
     assert_matches_truth(spark, tmp_path / "lake", truth)
-    assert apply(spark, tmp_path / "sink", tmp_path / "lake", cut, truth.resolved[-1]).lateFiles == []  # in the ledger
+    assert apply(spark, tmp_path / "sink", tmp_path / "lake", cut, truth.resolved[-1]).late_files == []  # in the ledger
 
 
 @pytest.mark.parametrize(

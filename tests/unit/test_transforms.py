@@ -134,7 +134,8 @@ def test_events_without_sequencer_end_the_same_in_any_run_order(spark, tmp_path)
     """Before: an event without ``data.sequencer`` compared as "" in the MERGE guard, so the first run to
     apply one kept its row and the state depended on run order. Now one total order (sequencer, then
     eventTimestamp, then eventId) serves the batch and the guard."""
-    from lakefeed.blob.job import RunSummary, _merge_state
+    from lakefeed.blob.job import _merge_state
+    from lakefeed.blob.summary import RunSummary
 
     def no_sequencer(id, time):
         e = event(id, time)
@@ -153,7 +154,7 @@ def test_events_without_sequencer_end_the_same_in_any_run_order(spark, tmp_path)
         table = str(tmp_path / f"state-{len(outcomes)}")
         for i, record in enumerate(order):
             summary = RunSummary(
-                windows=["w"], lastConsumable="x", segments=[], chunkFiles=1, emptyChunkFiles=0, bytesRead=0
+                windows=["w"], last_consumable="x", segments=[], chunk_files=1, empty_chunk_files=0, bytes_read=0
             )
             _merge_state(spark, state_rows(f"run-{len(outcomes)}-{i}", [record]), table, {}, summary)
         outcomes.append([r["eventId"] for r in spark.read.format("delta").load(table).collect()])

@@ -10,7 +10,6 @@ re-run after a failure between them converges.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +20,7 @@ from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.plan import RunPlan, plan_run
 from lakefeed.blob.schema import spark_schema
+from lakefeed.blob.summary import RunSummary
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.blob.transforms import (
     dedupe_by_id,
@@ -40,6 +40,7 @@ from lakefeed.delta import (
     table_version,
     tagged_write,
 )
+from lakefeed.documents import format_document, snake
 from lakefeed.errors import refusal_from_worker
 from lakefeed.spark import jvm_location
 from lakefeed.storage import Store
@@ -49,45 +50,6 @@ log = logging.getLogger(__name__)
 PIPELINE = "blob_changefeed"
 EVENTS_PARTITIONS = ("eventDate",)
 STATE_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
-
-
-@dataclass
-class RunSummary:
-    windows: list[str]
-    lastConsumable: str
-    segments: list[str]
-    chunkFiles: int
-    emptyChunkFiles: int
-    bytesRead: int
-    # Shard folders of segments read that held no chunk file, skipped as the run acknowledged:
-    # [{"segment": ISO start, "shard": "log/<shard>/YYYY/MM/DD/hhmm/"}]; empty unless --acknowledge-data-loss.
-    missingShards: list[dict[str, str]] = field(default_factory=list)
-    eventsTable: str | None = None  # where the MERGEs went: the commit step checks them against its plan
-    stateTable: str | None = None
-    recordsRead: int = 0
-    recordsClaimed: int = 0
-    controlDropped: int = 0
-    eventsClaimed: int = 0
-    strays: int = 0
-    duplicatesRemoved: int = 0
-    eventsUnique: int = 0
-    eventsInserted: int = 0
-    stateInserted: int = 0
-    stateUpdated: int = 0
-    # What the MERGEs wrote, from Delta's commit metrics: a replay of applied windows commits nothing.
-    commitsMade: int = 0
-    eventsBytesWritten: int = 0
-    stateBytesWritten: int = 0
-    stateFilesRewritten: int = 0
-    stateRowsCopied: int = 0
-    eventsTableVersion: int | None = None
-    stateTableVersion: int | None = None
-    commits: list[dict[str, Any]] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
-    lagHours: float = 0.0
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def read_records(spark: SparkSession, plan: RunPlan, feed_root: str, decoder: str = "auto") -> DataFrame:
@@ -119,13 +81,17 @@ def run(
     clock = _Clock()
     events_table, state_table = table_location(events_table), table_location(state_table)
     summary = RunSummary(
-        **{k: v for k, v in plan.describe().items() if k in ("windows", "lastConsumable", "segments", "missingShards")},
-        chunkFiles=len(plan.chunk_files),
-        emptyChunkFiles=sum(1 for c in plan.chunk_files if c.size == 0),
-        bytesRead=plan.bytes,
-        eventsTable=events_table,
-        stateTable=state_table,
-        lagHours=(plan.last_consumable - (plan.windows[-1] + HOUR)).total_seconds() / 3600,
+        **{
+            snake(k): v
+            for k, v in plan.describe().items()
+            if k in ("windows", "lastConsumable", "segments", "missingShards")
+        },
+        chunk_files=len(plan.chunk_files),
+        empty_chunk_files=sum(1 for c in plan.chunk_files if c.size == 0),
+        bytes_read=plan.bytes,
+        events_table=events_table,
+        state_table=state_table,
+        lag_hours=(plan.last_consumable - (plan.windows[-1] + HOUR)).total_seconds() / 3600,
     )
     log.info(
         "planned %d window(s) %s..%s: %d segment(s), %d chunk file(s), %d bytes",
@@ -133,8 +99,8 @@ def run(
         summary.windows[0],
         summary.windows[-1],
         len(plan.segments),
-        summary.chunkFiles,
-        summary.bytesRead,
+        summary.chunk_files,
+        summary.bytes_read,
     )
     clock.lap("plan")
 
@@ -148,16 +114,16 @@ def run(
     ).persist()
     try:
         try:
-            summary.eventsUnique = batch.count()
+            summary.events_unique = batch.count()
         except Exception as exc:
             raise refusal_from_worker(exc) or exc  # noqa: B904 (the worker error stays its context)
         counts = {k: int(v or 0) for k, v in observation.get.items()}
-        summary.recordsRead = counts["recordsRead"]
-        summary.recordsClaimed = counts["recordsClaimed"]
-        summary.controlDropped = counts["controlDropped"]
-        summary.eventsClaimed = counts["recordsClaimed"] - counts["controlDropped"]
+        summary.records_read = counts["recordsRead"]
+        summary.records_claimed = counts["recordsClaimed"]
+        summary.control_dropped = counts["controlDropped"]
+        summary.events_claimed = counts["recordsClaimed"] - counts["controlDropped"]
         summary.strays = counts["strays"]
-        summary.duplicatesRemoved = summary.eventsClaimed - summary.eventsUnique
+        summary.duplicates_removed = summary.events_claimed - summary.events_unique
         clock.lap("decode_dedupe")
         _merge(spark, batch, jvm_location(events_table), jvm_location(state_table), summary)
         clock.lap("merge")
@@ -181,17 +147,17 @@ def _observe_counts(marked: DataFrame, observation: Observation) -> DataFrame:
 
 def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table: str, summary: RunSummary) -> None:
     """Both MERGEs, each retried when a concurrent run commits first (both are idempotent)."""
-    metadata = {"pipeline": PIPELINE, "windows": summary.windows, "lastConsumable": summary.lastConsumable}
+    metadata = {"pipeline": PIPELINE, "windows": summary.windows, "lastConsumable": summary.last_consumable}
     state_rows = latest_state_per_blob(batch)
-    if summary.eventsUnique == 0:
+    if summary.events_unique == 0:
         log.info("no events claimed by %s: targets unchanged", ", ".join(summary.windows))
         for table, schema, partitions, properties in (
             (events_table, batch.schema, EVENTS_PARTITIONS, {}),
             (state_table, state_rows.schema, (), STATE_PROPERTIES),
         ):
             tagged_write(spark, table, metadata, lambda: ensure_table(spark, table, schema, partitions, properties))  # noqa: B023 (called at once)
-        summary.eventsTableVersion = table_version(spark, events_table)
-        summary.stateTableVersion = table_version(spark, state_table)
+        summary.events_table_version = table_version(spark, events_table)
+        summary.state_table_version = table_version(spark, state_table)
         return
     _merge_events(spark, batch, events_table, metadata, summary)
     _merge_state(spark, state_rows, state_table, metadata, summary)
@@ -224,11 +190,11 @@ def _merge_events(
 
     commit = tagged_write(spark, events_table, {**metadata, "target": "events"}, write)
     metrics = commit["metrics"] if commit else {}
-    summary.eventsTableVersion = commit["version"] if commit else table_version(spark, events_table)
-    summary.commits += reported_commit(summary.eventsTable or events_table, commit)
-    summary.eventsInserted = metrics.get("numTargetRowsInserted", 0)
-    summary.eventsBytesWritten = metrics.get("numTargetBytesAdded", 0)
-    summary.commitsMade += commit is not None
+    summary.events_table_version = commit["version"] if commit else table_version(spark, events_table)
+    summary.commits += reported_commit(summary.events_table or events_table, commit)
+    summary.events_inserted = metrics.get("numTargetRowsInserted", 0)
+    summary.events_bytes_written = metrics.get("numTargetBytesAdded", 0)
+    summary.commits_made += commit is not None
 
 
 def _merge_state(
@@ -250,14 +216,14 @@ def _merge_state(
 
     commit = tagged_write(spark, state_table, {**metadata, "target": "state"}, write)
     metrics = commit["metrics"] if commit else {}
-    summary.stateTableVersion = commit["version"] if commit else table_version(spark, state_table)
-    summary.commits += reported_commit(summary.stateTable or state_table, commit)
-    summary.stateInserted = metrics.get("numTargetRowsInserted", 0)
-    summary.stateUpdated = metrics.get("numTargetRowsUpdated", 0)
-    summary.stateBytesWritten = metrics.get("numTargetBytesAdded", 0)
-    summary.stateFilesRewritten = metrics.get("numTargetFilesRemoved", 0)
-    summary.stateRowsCopied = metrics.get("numTargetRowsCopied", 0)
-    summary.commitsMade += commit is not None
+    summary.state_table_version = commit["version"] if commit else table_version(spark, state_table)
+    summary.commits += reported_commit(summary.state_table or state_table, commit)
+    summary.state_inserted = metrics.get("numTargetRowsInserted", 0)
+    summary.state_updated = metrics.get("numTargetRowsUpdated", 0)
+    summary.state_bytes_written = metrics.get("numTargetBytesAdded", 0)
+    summary.state_files_rewritten = metrics.get("numTargetFilesRemoved", 0)
+    summary.state_rows_copied = metrics.get("numTargetRowsCopied", 0)
+    summary.commits_made += commit is not None
 
 
 class _Clock:
@@ -276,32 +242,5 @@ class _Clock:
 
 def format_summary(summary: RunSummary) -> str:
     d = summary.to_dict()
-    lines = [f"blob change feed run: windows {d['windows'][0]} .. {d['windows'][-1]} ({len(d['windows'])})"]
-    for key in (
-        "lastConsumable",
-        "chunkFiles",
-        "emptyChunkFiles",
-        "bytesRead",
-        "missingShards",
-        "recordsRead",
-        "recordsClaimed",
-        "controlDropped",
-        "eventsClaimed",
-        "strays",
-        "duplicatesRemoved",
-        "eventsUnique",
-        "eventsInserted",
-        "stateInserted",
-        "stateUpdated",
-        "commitsMade",
-        "eventsBytesWritten",
-        "stateBytesWritten",
-        "stateFilesRewritten",
-        "stateRowsCopied",
-        "eventsTableVersion",
-        "stateTableVersion",
-        "lagHours",
-        "seconds",
-    ):
-        lines.append(f"  {key:<20} {d[key]}")
-    return "\n".join(lines)
+    title = f"blob change feed run: windows {d['windows'][0]} .. {d['windows'][-1]} ({len(d['windows'])})"
+    return format_document(title, d, leave_out=("windows", "segments", "eventsTable", "stateTable", "commits"))

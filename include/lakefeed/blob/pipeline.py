@@ -40,10 +40,12 @@ from lakefeed.blob.schedule import (
     interval_windows,
     pending_windows,
 )
+from lakefeed.blob.summary import RunSummary
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.checkpoint import TableMark, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig, as_mapping
+from lakefeed.documents import counted_keys
 from lakefeed.errors import DataLossError, FeedError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
@@ -55,26 +57,7 @@ log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "blob_changefeed_job.py")
 SEGMENT_LISTING_AHEAD = 24 * HOUR  # how far past its windows a plan lists segments for the checkpoint's nextSegment
-SUMMED = (
-    "chunkFiles",
-    "emptyChunkFiles",
-    "bytesRead",
-    "recordsRead",
-    "recordsClaimed",
-    "controlDropped",
-    "eventsClaimed",
-    "strays",
-    "duplicatesRemoved",
-    "eventsUnique",
-    "eventsInserted",
-    "stateInserted",
-    "stateUpdated",
-    "commitsMade",
-    "eventsBytesWritten",
-    "stateBytesWritten",
-    "stateFilesRewritten",
-    "stateRowsCopied",
-)
+SUMMED = counted_keys(RunSummary)  # the counts of the jobs' summaries a run summary adds up
 RESET_REMEDY = (
     "trigger blob_changefeed_to_delta with the param reset_checkpoint=true: it ingests again from the "
     "feed's first segment (or start_from) into the configured targets and records them"

@@ -26,13 +26,13 @@ import logging
 import re
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakefeed.cdf.log import check_later_changes, check_range, check_target, latest_schema
+from lakefeed.cdf.summary import CdfSummary
 from lakefeed.cdf.transforms import (
     CDF_COLUMNS,
     DELETED_COLUMN,
@@ -63,36 +63,6 @@ log = logging.getLogger(__name__)
 PIPELINE = "delta_cdf"
 TARGET_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
 BASE_VERSION_PROPERTY = "lakefeed.cdf.baseVersion"
-
-
-@dataclass
-class CdfSummary:
-    source: str
-    target: str
-    startingVersion: int
-    endingVersion: int
-    latestVersion: int
-    mode: str = "changes"
-    sourceTableId: str | None = None
-    rowsRead: int = 0
-    keysChanged: int = 0
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    unchanged: int = 0
-    addedColumns: list[str] = field(default_factory=list)
-    targetVersion: int | None = None
-    # What the MERGE wrote, from Delta's commit metrics: a replay of applied versions commits nothing.
-    committed: bool = False
-    bytesWritten: int = 0
-    filesRewritten: int = 0
-    rowsCopied: int = 0
-    commits: list[dict[str, Any]] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
-    lagVersions: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _columns(source_columns: list[str], keys: list[str], wanted: list[str] | None) -> list[str]:
@@ -161,11 +131,11 @@ def run(
     summary = CdfSummary(
         source=source,
         target=target,
-        startingVersion=start,
-        endingVersion=end,
-        latestVersion=latest,
-        lagVersions=latest - end,
-        sourceTableId=delta_log.table_id(),
+        starting_version=start,
+        ending_version=end,
+        latest_version=latest,
+        lag_versions=latest - end,
+        source_table_id=delta_log.table_id(),
     )
     base = _target_base_version(target)
     if base is not None and end <= base:  # nothing read nor written: whatever changed since, no check applies
@@ -193,9 +163,9 @@ def run(
                 or _unreadable_schema(exc, delta_log, read_from, end)
                 or exc
             )
-        summary.keysChanged, summary.rowsRead = int(counts[0]), int(counts[1] or 0)
+        summary.keys_changed, summary.rows_read = int(counts[0]), int(counts[1] or 0)
         laps["read"] = round(time.perf_counter() - clock, 3)
-        summary.addedColumns = _merge(
+        summary.added_columns = _merge(
             spark,
             to_target_rows(last_changes, selected),
             spark_target,
@@ -278,8 +248,8 @@ def _merge(
         added[:] = _add_new_columns(spark, target, table.toDF().columns, rows)
 
     tagged_write(spark, target, {**metadata, "step": "schema"}, prepare)
-    if summary.keysChanged == 0:
-        summary.targetVersion = table_version(spark, target)
+    if summary.keys_changed == 0:
+        summary.target_version = table_version(spark, target)
         return added
     on = F.expr(" AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
     low, high = key_range
@@ -311,16 +281,16 @@ def _merge(
     if commit is not None:
         metrics = commit["metrics"]
         summary.committed = True
-        summary.bytesWritten = metrics.get("numTargetBytesAdded", 0)
-        summary.filesRewritten = metrics.get("numTargetFilesRemoved", 0)
-        summary.rowsCopied = metrics.get("numTargetRowsCopied", 0)
-        summary.targetVersion = commit["version"]
+        summary.bytes_written = metrics.get("numTargetBytesAdded", 0)
+        summary.files_rewritten = metrics.get("numTargetFilesRemoved", 0)
+        summary.rows_copied = metrics.get("numTargetRowsCopied", 0)
+        summary.target_version = commit["version"]
         summary.inserted, summary.updated, summary.deleted = count_effects(
             spark, target, commit["version"], keys, DELETED_COLUMN
         )
     else:
-        summary.targetVersion = table_version(spark, target)
-    summary.unchanged = summary.keysChanged - summary.inserted - summary.updated - summary.deleted
+        summary.target_version = table_version(spark, target)
+    summary.unchanged = summary.keys_changed - summary.inserted - summary.updated - summary.deleted
     return added
 
 
@@ -385,14 +355,14 @@ def full_refresh(
     summary = CdfSummary(
         source=source,
         target=target,
-        startingVersion=version,
-        endingVersion=version,
-        latestVersion=latest,
+        starting_version=version,
+        ending_version=version,
+        latest_version=latest,
         mode="full-refresh",
-        lagVersions=latest - version,
-        sourceTableId=source_log.table_id(),
+        lag_versions=latest - version,
+        source_table_id=source_log.table_id(),
     )
     summary.commits += reported_commit(target, refreshed)
     summary.inserted = spark.read.format("delta").load(spark_target).count()
-    summary.targetVersion = refreshed["version"] if refreshed else table_version(spark, spark_target)  # the REPLACE's
+    summary.target_version = refreshed["version"] if refreshed else table_version(spark, spark_target)  # the REPLACE's
     return summary

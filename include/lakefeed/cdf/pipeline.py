@@ -37,11 +37,13 @@ from lakefeed.assets import FULL_REFRESH_MODE, cdf_changes
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.cdf.log import cdf_enabled
 from lakefeed.cdf.schedule import pending_ranges, split_range
+from lakefeed.cdf.summary import CdfSummary
 from lakefeed.checkpoint import TableMark, verify_definition, verify_table
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline, as_mapping
 from lakefeed.delta import REFRESH_MARKER
 from lakefeed.deltalog import DeltaLog, TableState
+from lakefeed.documents import counted_keys
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
@@ -52,17 +54,7 @@ log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "delta_cdf_job.py")
 CHANGES, FULL_REFRESH = "changes", FULL_REFRESH_MODE
-SUMMED = (
-    "rowsRead",
-    "keysChanged",
-    "inserted",
-    "updated",
-    "deleted",
-    "unchanged",
-    "bytesWritten",
-    "filesRewritten",
-    "rowsCopied",
-)
+SUMMED = counted_keys(CdfSummary)  # the counts of the jobs' summaries a run summary adds up
 
 
 def adopt_remedy(pipeline: str) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,6 +27,7 @@ from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.messages import FILE_INPUT_SCHEMA, MESSAGE_SCHEMA, decode_arrow_partition
 from lakefeed.crdb.sink import SinkFile, SinkRange, list_sink, listing_floor, plan_range, resolved_value
+from lakefeed.crdb.summary import CrdbSummary, TopicSummary
 from lakefeed.crdb.transforms import (
     DELETED_COLUMN,
     HLC_DECIMAL,
@@ -49,6 +49,7 @@ from lakefeed.delta import (
     table_version,
     tagged_write,
 )
+from lakefeed.documents import format_document, snake, to_document
 from lakefeed.errors import FeedCorruptError, refusal_from_worker
 from lakefeed.spark import jvm_location
 from lakefeed.storage import Store
@@ -59,46 +60,6 @@ PIPELINE = "cockroach_changefeed"
 LEDGER = APPLIED_FILES_TABLE
 TARGET_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
 DEFAULT_LATE_FILE_LOOKBACK = timedelta(hours=24)
-
-
-@dataclass
-class TopicSummary:
-    messages: int = 0
-    keysChanged: int = 0
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    staleSkipped: int = 0
-    addedColumns: list[str] = field(default_factory=list)
-    targetVersion: int | None = None
-    bytesWritten: int = 0
-    rowsCopied: int = 0
-
-
-@dataclass
-class CrdbSummary:
-    afterResolved: str | None
-    throughResolved: str
-    files: int
-    lateFiles: list[str]
-    bytesRead: int
-    messagesRead: int = 0
-    duplicatesDropped: int = 0
-    supersededInBatch: int = 0
-    staleSkipped: int = 0
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    newestUpdated: str | None = None
-    resolvedLagSeconds: float = 0.0
-    commitsMade: int = 0
-    commits: list[dict[str, Any]] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
-    seconds: dict[str, float] = field(default_factory=dict)
-    targetRoot: str | None = None  # where the topic tables are: the commit step checks it against its plan
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def plan(
@@ -135,14 +96,14 @@ def run(
     )
     summary = CrdbSummary(
         **{
-            k: v
+            snake(k): v
             for k, v in sink_range.describe().items()
             if k in ("afterResolved", "throughResolved", "files", "lateFiles")
         },
-        bytesRead=sink_range.bytes,
-        targetRoot=target_root,
+        bytes_read=sink_range.bytes,
+        target_root=target_root,
     )
-    summary.resolvedLagSeconds = round(time.time() - sink_range.through.timestamp.wall / 1e9, 3)
+    summary.resolved_lag_seconds = round(time.time() - sink_range.through.timestamp.wall / 1e9, 3)
     if sink_range.late:
         log.warning(
             "%d late file(s) named before --after-resolved and never applied: %s",
@@ -166,19 +127,19 @@ def run(
             )
         except Exception as exc:
             raise refusal_from_worker(exc) or exc  # noqa: B904 (the worker error stays its context)
-        summary.messagesRead = sum(row["messages"] for row in counts)
-        summary.duplicatesDropped = summary.messagesRead - sum(row["changes"] for row in counts)
-        summary.supersededInBatch = sum(row["changes"] - row["keys"] for row in counts)
+        summary.messages_read = sum(row["messages"] for row in counts)
+        summary.duplicates_dropped = summary.messages_read - sum(row["changes"] for row in counts)
+        summary.superseded_in_batch = sum(row["changes"] - row["keys"] for row in counts)
         newest = max((row["newest"] for row in counts), default=None)
         if newest is not None:
-            summary.newestUpdated = str(Hlc(newest["wall"], newest["logical"]))
+            summary.newest_updated = str(Hlc(newest["wall"], newest["logical"]))
         kinds = column_kinds(messages).collect()
         per_topic = {row["topic"]: row for row in counts}
         summary.seconds["read"] = round(time.perf_counter() - clock, 3)
         metadata = {
             "pipeline": PIPELINE,
-            "afterResolved": summary.afterResolved,
-            "throughResolved": summary.throughResolved,
+            "afterResolved": summary.after_resolved,
+            "throughResolved": summary.through_resolved,
         }
         for topic, row in sorted(per_topic.items()):
             topic_summary = _merge_topic(
@@ -197,11 +158,13 @@ def run(
                 f"{target_root.rstrip('/')}/{topic}",
             )
             topic_summary.messages = row["messages"]
-            summary.topics[topic] = asdict(topic_summary)
+            summary.topics[topic] = to_document(topic_summary)
         for topic in summary.topics.values():
-            for name in ("inserted", "updated", "deleted", "staleSkipped"):
-                setattr(summary, name, getattr(summary, name) + topic[name])
-            summary.commitsMade += topic["targetVersion"] is not None and topic["keysChanged"] > topic["staleSkipped"]
+            summary.inserted += topic["inserted"]
+            summary.updated += topic["updated"]
+            summary.deleted += topic["deleted"]
+            summary.stale_skipped += topic["staleSkipped"]
+            summary.commits_made += topic["targetVersion"] is not None and topic["keysChanged"] > topic["staleSkipped"]
         summary.commits += reported_commit(
             f"{target_root.rstrip('/')}/{LEDGER}", _record_applied(spark, f"{tables}/{LEDGER}", sink_range, metadata)
         )
@@ -251,7 +214,7 @@ def _merge_topic(
     commit made is added to ``commits`` (the table named ``reported_as``, the target root as configured)."""
     from delta.tables import DeltaTable
 
-    summary = TopicSummary(keysChanged=keys_changed)
+    summary = TopicSummary(keys_changed=keys_changed)
     existing = _existing_types(spark, target)
     types = {name: existing.get(name) or column_type(found, digits) for name, (found, digits) in kinds.items()}
     failure = cast_failures(latest, types).first()
@@ -263,12 +226,12 @@ def _merge_topic(
         )
     types = {**{name: kind for name, kind in existing.items() if name not in types}, **types}
     rows = target_rows(latest, types)
-    summary.addedColumns = sorted(set(types) - set(existing)) if existing else []
+    summary.added_columns = sorted(set(types) - set(existing)) if existing else []
 
     def prepare() -> None:
         ensure_table(spark, target, rows.schema, properties=TARGET_PROPERTIES)
-        if summary.addedColumns:
-            spec = ", ".join(f"`{name}` {types[name]}" for name in summary.addedColumns)
+        if summary.added_columns:
+            spec = ", ".join(f"`{name}` {types[name]}" for name in summary.added_columns)
             spark.sql(f"ALTER TABLE delta.`{target}` ADD COLUMNS ({spec})")
 
     tagged_write(spark, target, {**metadata, "topic": topic, "step": "schema"}, prepare)
@@ -291,15 +254,15 @@ def _merge_topic(
     commit = tagged_write(spark, target, {**metadata, "topic": topic}, write)
     commits += reported_commit(reported_as, commit)
     if commit is None:
-        summary.targetVersion = table_version(spark, target)
-        summary.staleSkipped = keys_changed
+        summary.target_version = table_version(spark, target)
+        summary.stale_skipped = keys_changed
         return summary
     metrics = commit["metrics"]
-    summary.targetVersion = commit["version"]
-    summary.bytesWritten = metrics.get("numTargetBytesAdded", 0)
-    summary.rowsCopied = metrics.get("numTargetRowsCopied", 0)
+    summary.target_version = commit["version"]
+    summary.bytes_written = metrics.get("numTargetBytesAdded", 0)
+    summary.rows_copied = metrics.get("numTargetRowsCopied", 0)
     applied = metrics.get("numTargetRowsInserted", 0) + metrics.get("numTargetRowsUpdated", 0)
-    summary.staleSkipped = keys_changed - applied
+    summary.stale_skipped = keys_changed - applied
     summary.inserted, summary.updated, summary.deleted = count_effects(
         spark, target, commit["version"], [KEY_COLUMN], DELETED_COLUMN
     )
@@ -349,23 +312,7 @@ def _record_applied(
 
 def format_summary(summary: CrdbSummary) -> str:
     d = summary.to_dict()
-    lines = [f"cockroach changefeed run: resolved {d['afterResolved']} .. {d['throughResolved']}"]
-    for key in (
-        "files",
-        "lateFiles",
-        "bytesRead",
-        "messagesRead",
-        "duplicatesDropped",
-        "supersededInBatch",
-        "staleSkipped",
-        "inserted",
-        "updated",
-        "deleted",
-        "newestUpdated",
-        "resolvedLagSeconds",
-        "seconds",
-    ):
-        lines.append(f"  {key:<20} {d[key]}")
-    for topic, figures in d["topics"].items():
-        lines.append(f"  topic {topic}: {figures}")
-    return "\n".join(lines)
+    title = f"cockroach changefeed run: resolved {d['afterResolved']} .. {d['throughResolved']}"
+    left_out = ("afterResolved", "throughResolved", "topics", "commits", "targetRoot")
+    topics = [f"  topic {topic}: {figures}" for topic, figures in d["topics"].items()]
+    return "\n".join([format_document(title, d, left_out), *topics])

@@ -34,7 +34,9 @@ from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
+from lakefeed.crdb.summary import CrdbSummary
 from lakefeed.delta import table_location
+from lakefeed.documents import counted_keys
 from lakefeed.errors import WindowNotReadyError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
@@ -45,18 +47,7 @@ log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "cockroach_changefeed_job.py")
 ORIGIN = Hlc(0, 0)  # the position before the sink's first file
-SUMMED = (
-    "files",
-    "bytesRead",
-    "messagesRead",
-    "duplicatesDropped",
-    "supersededInBatch",
-    "staleSkipped",
-    "inserted",
-    "updated",
-    "deleted",
-    "commitsMade",
-)
+SUMMED = counted_keys(CrdbSummary)  # the counts of the jobs' summaries a run summary adds up
 RESET_REMEDY = (
     "trigger cockroach_changefeed_to_delta with the param reset_checkpoint=true: it applies the sink "
     "again from its first file into the configured target root and records them"

@@ -1,0 +1,48 @@
+"""What a blob change feed job reports of a batch of windows (its summary file and XCom, read by the commit
+step): counts, the targets and the commits it made. Serialised by :mod:`lakefeed.documents`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakefeed.documents import counted, to_document
+
+
+@dataclass
+class RunSummary:
+    windows: list[str]
+    last_consumable: str
+    segments: list[str]
+    chunk_files: int = counted()
+    empty_chunk_files: int = counted()
+    bytes_read: int = counted()
+    # Shard folders of segments read that held no chunk file, skipped as the run acknowledged:
+    # [{"segment": ISO start, "shard": "log/<shard>/YYYY/MM/DD/hhmm/"}]; empty unless --acknowledge-data-loss.
+    missing_shards: list[dict[str, str]] = field(default_factory=list)
+    events_table: str | None = None  # where the MERGEs went: the commit step checks them against its plan
+    state_table: str | None = None
+    records_read: int = counted()
+    records_claimed: int = counted()
+    control_dropped: int = counted()
+    events_claimed: int = counted()
+    strays: int = counted()
+    duplicates_removed: int = counted()
+    events_unique: int = counted()
+    events_inserted: int = counted()
+    state_inserted: int = counted()
+    state_updated: int = counted()
+    # What the MERGEs wrote, from Delta's commit metrics: a replay of applied windows commits nothing.
+    commits_made: int = counted()
+    events_bytes_written: int = counted()
+    state_bytes_written: int = counted()
+    state_files_rewritten: int = counted()
+    state_rows_copied: int = counted()
+    events_table_version: int | None = None
+    state_table_version: int | None = None
+    commits: list[dict[str, Any]] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
+    lag_hours: float = 0.0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_document(self)

@@ -1,0 +1,50 @@
+"""What a CockroachDB changefeed job reports of a resolved range (its summary file and XCom, read by the commit
+step): counts per run and per topic, the target root and the commits it made. Serialised by
+:mod:`lakefeed.documents`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakefeed.documents import counted, to_document
+
+
+@dataclass
+class TopicSummary:
+    messages: int = 0
+    keys_changed: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    stale_skipped: int = 0
+    added_columns: list[str] = field(default_factory=list)
+    target_version: int | None = None
+    bytes_written: int = 0
+    rows_copied: int = 0
+
+
+@dataclass
+class CrdbSummary:
+    after_resolved: str | None
+    through_resolved: str
+    files: int = counted()
+    late_files: list[str] = field(default_factory=list)
+    bytes_read: int = counted()
+    messages_read: int = counted()
+    duplicates_dropped: int = counted()
+    superseded_in_batch: int = counted()
+    stale_skipped: int = counted()
+    inserted: int = counted()
+    updated: int = counted()
+    deleted: int = counted()
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    newest_updated: str | None = None
+    resolved_lag_seconds: float = 0.0
+    commits_made: int = counted()
+    commits: list[dict[str, Any]] = field(default_factory=list)  # the commits made: [{"table", "version", "token"}]
+    seconds: dict[str, float] = field(default_factory=dict)
+    target_root: str | None = None  # where the topic tables are: the commit step checks it against its plan
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_document(self)

@@ -1,0 +1,88 @@
+"""How the typed records that cross a task or process boundary become JSON documents, in one place.
+
+In code they are dataclasses with snake_case fields; as documents (a job's summary file and XCom, a plan, a
+run summary) their keys are camelCase, the names the monitor, the docs and earlier runs' XComs use.
+:func:`to_document` and :func:`from_document` are the only translation; a field marked :func:`counted` is one
+of the counts a commit step adds up over its jobs (:func:`counted_keys`).
+
+>>> from dataclasses import dataclass
+>>> @dataclass
+... class Example:
+...     rows_read: int = counted()
+...     target_table: str | None = None
+>>> to_document(Example(rows_read=3))
+{'rowsRead': 3, 'targetTable': None}
+>>> from_document(Example, {"rowsRead": 5, "unknownKey": 1}, "example")
+Example(rows_read=5, target_table=None)
+>>> counted_keys(Example)
+('rowsRead',)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, TypeVar
+
+from lakefeed.errors import FeedCorruptError
+
+__all__ = ["camel", "counted", "counted_keys", "format_document", "from_document", "snake", "to_document"]
+
+T = TypeVar("T")
+_COUNTED = "lakefeed.counted"
+
+
+def camel(name: str) -> str:
+    """``events_inserted`` → ``eventsInserted``."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def snake(key: str) -> str:
+    """``eventsInserted`` → ``events_inserted``."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+
+
+def counted() -> Any:
+    """A count of a job's summary (0 until set) that the commit step adds up over the run's jobs."""
+    return dataclasses.field(default=0, metadata={_COUNTED: True})
+
+
+def counted_keys(cls: type) -> tuple[str, ...]:
+    """The document keys of ``cls``'s :func:`counted` fields, in declaration order."""
+    return tuple(camel(f.name) for f in dataclasses.fields(cls) if f.metadata.get(_COUNTED))
+
+
+def to_document(record: Any) -> dict[str, Any]:
+    """A dataclass as its JSON document: camelCase keys, nested dataclasses as documents too."""
+    return {camel(f.name): _plain(getattr(record, f.name)) for f in dataclasses.fields(record)}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_document(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def from_document(cls: type[T], document: dict[str, Any], where: str) -> T:
+    """The dataclass ``cls`` of a document: keys it does not know are ignored (a newer writer), missing ones
+    take their defaults; a missing key without a default is refused, naming ``where``."""
+    if not isinstance(document, dict):
+        raise FeedCorruptError(f"{where}: expected a JSON object, got {type(document).__name__}")
+    values = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        key = camel(f.name)
+        if key in document:
+            values[f.name] = document[key]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise FeedCorruptError(f"{where}: {key} is missing")
+    return cls(**values)
+
+
+def format_document(title: str, document: dict[str, Any], leave_out: tuple[str, ...] = ()) -> str:
+    """A document for a log: ``title``, then one aligned line a key (but those left out)."""
+    return "\n".join([title] + [f"  {key:<20} {value}" for key, value in document.items() if key not in leave_out])
