@@ -25,7 +25,8 @@ PROJECT_ROOT = Path(os.environ.get("LAKEFEED_HOME", Path(__file__).resolve().par
 DATA_DIR = Path(os.environ.get("LAKEFEED_DATA", PROJECT_ROOT / "data" / "demo"))
 
 
-# How the blob job decodes chunk files (its --decoder): see lakefeed.blob.job.plan_decode.
+# How the blob job decodes chunk files (its --decoder): "auto" reads each file column by column where the
+# columnar reader represents it exactly, "python" record by record (lakefeed.blob.job.read_records).
 DECODERS = ("auto", "python")
 
 
