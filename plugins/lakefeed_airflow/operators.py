@@ -12,7 +12,9 @@ Like the provider's operator, plus what the jobs' contract needs:
 - ``wasb_conn_id`` (templated): the pipeline's Azure credentials go into the
   environment of the spark-submit process, never its command line (the job
   hands them to adlfs and to hadoop-azure's ABFS); a job that opens Azure
-  storage gets hadoop-azure added to its ``packages``;
+  storage gets hadoop-azure added to its ``packages``; on a worker whose
+  ``LAKEFEED_JARS_DIR`` names a folder of jars (air-gapped: Delta, and hadoop-azure
+  for Azure), the job gets those jars instead and resolves nothing from Maven Central;
 - the job's summary comes back as the task's XCom (a refusal's reason under
   ``refusal``): the operator adds ``--summary-json <location>`` and reads what the
   driver left there. The location is a scratch folder of this task (client deploy
@@ -56,6 +58,14 @@ def summary_location(root: str, dag_id: str, run_id: str, task_id: str, map_inde
     return "/".join([root.rstrip("/"), safe(dag_id), safe(run_id), safe(task_id), name])
 
 
+def local_jars() -> str | None:
+    """The jars of the folder ``LAKEFEED_JARS_DIR`` names on this worker, comma-separated, or None when it
+    names none (:func:`lakefeed.spark.jar_settings`, as the jobs' own sessions read it)."""
+    from lakefeed.spark import jar_settings
+
+    return jar_settings().get("spark.jars")
+
+
 class LakefeedSparkSubmitOperator(SparkSubmitOperator):
     """Submit one lakefeed job (see the module docstring for what it adds to SparkSubmitOperator)."""
 
@@ -96,7 +106,10 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         from lakefeed.spark import SUBMIT_SETTINGS
 
         self.conf = {**SUBMIT_SETTINGS, **(self.conf or {}), **{str(k): str(v) for k, v in extra.items()}}
-        if self._reads_azure():
+        jars = local_jars()
+        if jars is not None:  # an air-gapped worker: the jars of its folder, nothing from Maven Central
+            self.jars, self.packages = jars, None
+        elif self._reads_azure():
             from lakefeed.spark import hadoop_azure_package
 
             packages = [p for p in str(self.packages or "").split(",") if p]

@@ -194,3 +194,24 @@ def test_timeout_and_spark_settings_apply_when_the_task_starts(tmp_path):
     task = LakefeedSparkSubmitOperator(task_id="t", application="job.py", extra_conf="[1]")
     with pytest.raises(ValueError, match="JSON object"):
         task.pre_execute({})
+
+
+def test_a_folder_of_jars_on_the_worker_replaces_maven_central(tmp_path, monkeypatch):
+    """Air-gapped: with LAKEFEED_JARS_DIR the job gets that folder's jars and no --packages to resolve, even
+    for Azure (whose hadoop-azure must then be in the folder); without it, the packages as configured."""
+    for name in ("delta-spark_2.13-4.4.0.jar", "hadoop-azure-3.5.0.jar"):
+        (tmp_path / name).write_bytes(b"")
+    monkeypatch.setenv("LAKEFEED_JARS_DIR", str(tmp_path))
+    task = LakefeedSparkSubmitOperator(
+        task_id="t", application="job.py", packages="io.delta:delta-spark_4.2_2.13:4.4.0", wasb_conn_id="azure"
+    )
+    task.pre_execute({})
+    assert task.packages is None
+    assert task.jars == f"{tmp_path}/delta-spark_2.13-4.4.0.jar,{tmp_path}/hadoop-azure-3.5.0.jar"
+    monkeypatch.delenv("LAKEFEED_JARS_DIR")
+    task = LakefeedSparkSubmitOperator(
+        task_id="t", application="job.py", packages="io.delta:delta-spark_4.2_2.13:4.4.0", wasb_conn_id="azure"
+    )
+    task.pre_execute({})
+    assert task.jars is None and task.packages.split(",")[0] == "io.delta:delta-spark_4.2_2.13:4.4.0"
+    assert ":hadoop-azure:" in task.packages
