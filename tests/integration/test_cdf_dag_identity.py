@@ -209,25 +209,36 @@ def test_a_target_recreated_after_its_job_committed_is_refused_and_the_other_pip
     from deltalake import write_deltalake
 
     env = airflow_env
-    source, lost, kept = tmp_path / "source", tmp_path / "lost", tmp_path / "kept"
+    source = tmp_path / "source"
+    targets = {"one": tmp_path / "one", "two": tmp_path / "two"}
     simulator = source_with_history(spark, source, seed=6)
     set_config(
         env,
         tmp_path,
-        {"name": "lost", "source_table": str(source), "target_table": str(lost)},
-        {"name": "kept", "source_table": str(source), "target_table": str(kept)},
+        *({"name": name, "source_table": str(source), "target_table": str(target)} for name, target in targets.items()),
     )
     run = start_dags_test(env, DAG, log=tmp_path / "run.log")
-    # `dags test` runs the jobs one after the other: once the second has made its table, the first is done.
-    wait_for(lambda: merge_committed(lost) and (kept / "_delta_log").is_dir(), 600, "the first job's MERGE")
+
+    def first_done() -> str | None:
+        """The pipeline whose job is done while the other's runs. `dags test` runs the two jobs one after the
+        other, in either order: the first has MERGEd once the second has made its table and not yet MERGEd."""
+        for name, other in (("one", "two"), ("two", "one")):
+            started = (targets[other] / "_delta_log").is_dir()
+            if merge_committed(targets[name]) and started and not merge_committed(targets[other]):
+                return name
+        return None
+
+    lost_name = wait_for(first_done, 600, "the first job's MERGE while the second job runs")
+    kept_name = "two" if lost_name == "one" else "one"
+    lost, kept = targets[lost_name], targets[kept_name]
     shutil.rmtree(lost)  # another tool recreates the first target before the commit step runs
     write_deltalake(str(lost), pa.table({"id": [1, 2], "name": ["x", "y"]}))
     assert run.wait(timeout=600) != 0
     log = (tmp_path / "run.log").read_text()
     assert (
         (
-            "checkpoint Variable lakefeed_cdf_checkpoint__lost was left as it was: the targets' logs do not hold what "
-            "this run's jobs committed: the job committed version "
+            f"checkpoint Variable lakefeed_cdf_checkpoint__{lost_name} was left as it was: the targets' logs do not "
+            "hold what this run's jobs committed: the job committed version "
         )
         in log
         and f"of {lost}, but that table is now at version 0: another table (or an older copy) took its place" in log
@@ -235,8 +246,10 @@ def test_a_target_recreated_after_its_job_committed_is_refused_and_the_other_pip
     # Before: the commit step recorded the new table as holding versions 0..4, and the next runs applied only
     # later versions into it. Now its checkpoint is still empty, and the next run refuses the table by name;
     # the other pipeline's checkpoint moved over what its job applied.
-    assert variable(env, "lakefeed_cdf_checkpoint__lost") is None
-    assert variable(env, "lakefeed_cdf_checkpoint__kept")["appliedVersion"] == latest_version(spark, str(source))
+    assert variable(env, f"lakefeed_cdf_checkpoint__{lost_name}") is None
+    assert variable(env, f"lakefeed_cdf_checkpoint__{kept_name}")["appliedVersion"] == latest_version(
+        spark, str(source)
+    )
     assert rows(live_rows(spark, str(kept))) == rows(simulator.snapshot())
     result = dags_test(env, DAG, succeed=False)
     assert f"the target {lost} already holds rows: version 0 (WRITE) changed its rows" in output(result)
