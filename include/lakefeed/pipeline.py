@@ -68,6 +68,7 @@ __all__ = [
     "finished",
     "nothing_announced",
     "plan_marks",
+    "reset_remedy",
     "run_kind",
     "spark_seconds",
     "summed",
@@ -227,6 +228,11 @@ def verify_in_ledger(summaries: dict[int, dict[str, Any]], pipeline_id: str, whe
 
 
 ADOPT = "trigger the DAG once with the param adopt_targets=true"
+
+
+def reset_remedy(dag_id: str, what_it_does: str) -> str:
+    """The way on from a refusal of a feed with ``reset_checkpoint``: the DAG, the param, and what it does."""
+    return f"trigger {dag_id} with the param reset_checkpoint=true: {what_it_does}"
 
 
 def plan_marks(kind: str, locations: list[str]) -> dict[str, Any]:

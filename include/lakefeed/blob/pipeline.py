@@ -58,9 +58,9 @@ log = logging.getLogger(__name__)
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "blob_changefeed_job.py")
 SEGMENT_LISTING_AHEAD = 24 * HOUR  # how far past its windows a plan lists segments for the checkpoint's nextSegment
 SUMMED = counted_keys(RunSummary)  # the counts of the jobs' summaries a run summary adds up
-RESET_REMEDY = (
-    "trigger blob_changefeed_to_delta with the param reset_checkpoint=true: it ingests again from the "
-    "feed's first segment (or start_from) into the configured targets and records them"
+RESET_REMEDY = skeleton.reset_remedy(
+    "blob_changefeed_to_delta",
+    "it ingests again from the feed's first segment (or start_from) into the configured targets and records them",
 )
 
 

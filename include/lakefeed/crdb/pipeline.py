@@ -48,9 +48,9 @@ log = logging.getLogger(__name__)
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "cockroach_changefeed_job.py")
 ORIGIN = Hlc(0, 0)  # the position before the sink's first file
 SUMMED = counted_keys(CrdbSummary)  # the counts of the jobs' summaries a run summary adds up
-RESET_REMEDY = (
-    "trigger cockroach_changefeed_to_delta with the param reset_checkpoint=true: it applies the sink "
-    "again from its first file into the configured target root and records them"
+RESET_REMEDY = skeleton.reset_remedy(
+    "cockroach_changefeed_to_delta",
+    "it applies the sink again from its first file into the configured target root and records them",
 )
 
 
