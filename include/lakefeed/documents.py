@@ -2,7 +2,7 @@
 
 In code they are dataclasses with snake_case fields; as documents (a job's summary file and XCom, a plan, a
 run summary) their keys are camelCase, the names the monitor, the docs and earlier runs' XComs use.
-:func:`to_document` and :func:`from_document` are the only translation; a field marked :func:`counted` is one
+:func:`to_document` is the only translation; a field marked :func:`counted` is one
 of the counts a commit step adds up over its jobs (:func:`counted_keys`).
 
 >>> from dataclasses import dataclass
@@ -12,8 +12,6 @@ of the counts a commit step adds up over its jobs (:func:`counted_keys`).
 ...     target_table: str | None = None
 >>> to_document(Example(rows_read=3))
 {'rowsRead': 3, 'targetTable': None}
->>> from_document(Example, {"rowsRead": 5, "unknownKey": 1}, "example")
-Example(rows_read=5, target_table=None)
 >>> counted_keys(Example)
 ('rowsRead',)
 """
@@ -22,13 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, TypeVar
+from typing import Any
 
-from lakefeed.errors import FeedCorruptError
+__all__ = ["camel", "counted", "counted_keys", "format_document", "snake", "to_document"]
 
-__all__ = ["camel", "counted", "counted_keys", "format_document", "from_document", "snake", "to_document"]
-
-T = TypeVar("T")
 _COUNTED = "lakefeed.counted"
 
 
@@ -66,21 +61,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return value
-
-
-def from_document(cls: type[T], document: dict[str, Any], where: str) -> T:
-    """The dataclass ``cls`` of a document: keys it does not know are ignored (a newer writer), missing ones
-    take their defaults; a missing key without a default is refused, naming ``where``."""
-    if not isinstance(document, dict):
-        raise FeedCorruptError(f"{where}: expected a JSON object, got {type(document).__name__}")
-    values = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        key = camel(f.name)
-        if key in document:
-            values[f.name] = document[key]
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise FeedCorruptError(f"{where}: {key} is missing")
-    return cls(**values)
 
 
 def format_document(title: str, document: dict[str, Any], leave_out: tuple[str, ...] = ()) -> str:
