@@ -1,7 +1,7 @@
 """How the typed records that cross a task or process boundary become JSON documents, in one place.
 
-In code they are dataclasses with snake_case fields; as documents (a job's summary file and XCom, a plan, a
-run summary) their keys are camelCase, the names the monitor, the docs and earlier runs' XComs use.
+In code they are dataclasses with snake_case fields; as documents (a job's summary file and its XCom) their
+keys are camelCase, the names the monitor, the docs and earlier runs' XComs use.
 :func:`to_document` is the only translation; a field marked :func:`counted` is one
 of the counts a commit step adds up over its jobs (:func:`counted_keys`).
 
