@@ -27,9 +27,12 @@ def file_store(folder: Path, kind, name: str = "cp") -> CheckpointStore:
     return CheckpointStore(FileCell(Path(folder) / f"{name}.json", name), kind)
 
 
-def job_outputs(planned: dict):
+_OUTPUTS: dict[int, tuple[object, object]] = {}
+
+
+def job_outputs(planned):
     """What the spark-submit tasks of a planned run left in XCom (summaries, refusals), as the commit step
-    pulls it; kept beside the plan for the unit tests."""
+    pulls it; kept beside the plan (by identity: plans are frozen) for the unit tests."""
     from lakefeed.pipeline import JobOutputs
 
-    return planned.setdefault("_jobOutputs", JobOutputs())
+    return _OUTPUTS.setdefault(id(planned), (planned, JobOutputs()))[1]

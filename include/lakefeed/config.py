@@ -7,11 +7,12 @@ imports Airflow. Unknown keys and wrong types are errors that name the key.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from lakefeed.errors import ConfigError
 from lakefeed.jsonio import json_object
@@ -30,8 +31,25 @@ DATA_DIR = Path(os.environ.get("LAKEFEED_DATA", PROJECT_ROOT / "data" / "demo"))
 DECODERS = ("auto", "python")
 
 
+class _Carried:
+    """A configuration as a run's plan carries it (:mod:`lakefeed.documents`): the JSON mapping it was read
+    from, defaults filled in, read back with the same checks as the Variable."""
+
+    def as_document(self) -> dict[str, Any]:
+        mapping: dict[str, Any] = asdict(self)  # type: ignore[call-overload]
+        return mapping
+
+    @classmethod
+    def of_document(cls, value: Any, where: str) -> Self:
+        return cls.from_json(json.dumps(value), where)
+
+    @classmethod
+    def from_json(cls, text: str | None, where: str) -> Self:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class BlobPipelineConfig:
+class BlobPipelineConfig(_Carried):
     """Settings of the blob change feed DAG (keys of the ``lakefeed_blob_config`` Variable)."""
 
     feed_root: str = str(DATA_DIR / "feed")
@@ -83,7 +101,7 @@ class CdfPipeline:
 
 
 @dataclass(frozen=True)
-class CdfConfig:
+class CdfConfig(_Carried):
     """Settings of the Delta CDF DAG (the ``lakefeed_cdf_config`` Variable)."""
 
     pipelines: list[CdfPipeline] = None  # type: ignore[assignment]  # default: the demo pipeline
@@ -143,7 +161,7 @@ class CdfConfig:
 
 
 @dataclass(frozen=True)
-class CrdbConfig:
+class CrdbConfig(_Carried):
     """Settings of the CockroachDB changefeed DAG (the ``lakefeed_crdb_config`` Variable)."""
 
     sink_root: str = str(DATA_DIR / "crdb_sink")  # the changefeed's sink path (folder or URL)

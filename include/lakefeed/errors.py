@@ -55,6 +55,11 @@ class CheckpointConflictError(CheckpointError):
     """The checkpoint changed under a writer more times than it retries."""
 
 
+class DocumentError(Refusal, ValueError):
+    """A document one task hands another (a run's plan, a job's summary) that this code cannot read: a key
+    missing or of the wrong type, or a version newer than it knows; the message names the document and key."""
+
+
 class StorageUnavailableError(Exception):
     """Reading a file failed in transit (connection reset, timeout, throttling) after bounded retries: not
     bad input, so not a :class:`Refusal`; the job exits 1 and Airflow retries it."""

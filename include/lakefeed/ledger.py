@@ -236,8 +236,14 @@ class ReportedCommit:
 
 
 def reported_commits(summary: dict[str, Any]) -> list[ReportedCommit]:
-    """The commits a job's summary reports (none from a job that predates the report)."""
-    return [c for c in map(ReportedCommit.from_dict, summary.get("commits") or []) if c is not None]
+    """The commits a job's summary document reports (none from a job that predates the report)."""
+    return commits_of(summary.get("commits") or [])
+
+
+def commits_of(commits: list[Any]) -> list[ReportedCommit]:
+    """The commits of a summary's ``commits`` list, ``[{"table", "version", "token"}]`` (a malformed entry is
+    none)."""
+    return [c for c in map(ReportedCommit.from_dict, commits) if c is not None]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -25,14 +25,15 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 from lakefeed.checkpoint import TableMark
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.errors import CheckpointMismatchError, ConfigError
+from lakefeed.documents import camel, counted_fields, from_document, to_document
+from lakefeed.errors import CheckpointMismatchError, ConfigError, DocumentError
 from lakefeed.ledger import (
     AnnouncedSince,
     Announcement,
     LedgerEntry,
+    commits_of,
     disproved,
     nothing_announced,
-    reported_commits,
     unannounced,
 )
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
@@ -51,6 +52,7 @@ __all__ = [
     "Feed",
     "FeedSteps",
     "JobOutputs",
+    "JobSummary",
     "LocalStorage",
     "OneCheckpointFeed",
     "PipelineConfig",
@@ -68,6 +70,7 @@ __all__ = [
     "finished",
     "nothing_announced",
     "plan_marks",
+    "read_plan",
     "reset_remedy",
     "run_kind",
     "spark_seconds",
@@ -76,8 +79,15 @@ __all__ = [
     "verify_unchanged",
 ]
 
-Plan = dict[str, Any]  # a run's plan as it crosses to the later tasks (XCom): JSON, carries its configuration
-Summary = dict[str, Any]  # what a job reports, and what a commit step reports of the run (JSON)
+Plan = dict[str, Any]  # a run's plan document as it crosses to the later tasks (XCom), from the feed's typed plan
+Summary = dict[str, Any]  # what a commit step reports of the run (JSON: its XCom, the monitor's card)
+
+
+class JobSummary(Protocol):
+    """What the skeleton reads of a job's typed summary (``lakefeed.<feed>.summary``)."""
+
+    commits: list[dict[str, Any]]  # [{"table", "version", "token"}]: the ledger entries the job committed
+    seconds: dict[str, float]  # Spark time by step
 
 
 class Storage(Protocol):
@@ -187,23 +197,33 @@ def run_kind(run: RunContext, params_name_a_range: bool, reset: bool) -> str:
     return RESET if reset else SCHEDULED
 
 
+JobT = TypeVar("JobT")
+SummaryT = TypeVar("SummaryT", bound=JobSummary)
+
+
 @dataclass
 class JobOutputs:
-    """What a run's spark-submit tasks left in XCom, by job (map) index: the summaries of the jobs that
-    finished and the reasons of those that refused their input."""
+    """What a run's spark-submit tasks left in XCom, by job (map) index: the summary documents of the jobs
+    that finished and the reasons of those that refused their input."""
 
     summaries: dict[int, dict[str, Any]] = field(default_factory=dict)
     refused: dict[int, str] = field(default_factory=dict)
 
     def credited(
-        self, jobs: list[dict[str, Any]], belongs: Callable[[dict[str, Any], dict[str, Any]], bool]
-    ) -> dict[int, dict[str, Any]]:
-        """Summaries of the jobs that finished, by job index; a summary that does not describe the job of
-        its index (``belongs(summary, job)`` is false) is not credited."""
+        self, jobs: Sequence[JobT], summary_type: type[SummaryT], belongs: Callable[[SummaryT, JobT], bool]
+    ) -> dict[int, SummaryT]:
+        """The typed summaries of the jobs that finished, by job index; a summary that cannot be read as
+        ``summary_type``, or does not describe the job of its index (``belongs(summary, job)`` is false),
+        is not credited."""
         found = {}
         for index, job in enumerate(jobs):
-            summary = self.summaries.get(index)
-            if summary is None:
+            document = self.summaries.get(index)
+            if document is None:
+                continue
+            try:
+                summary = from_document(summary_type, document, f"the summary of job {index}")
+            except DocumentError as exc:
+                log.error("%s; not credited", exc)
                 continue
             if belongs(summary, job):
                 found[index] = summary
@@ -212,13 +232,13 @@ class JobOutputs:
         return found
 
 
-def verify_in_ledger(summaries: dict[int, dict[str, Any]], pipeline_id: str, where: str, remedy: str) -> None:
+def verify_in_ledger(summaries: Mapping[int, JobSummary], pipeline_id: str, where: str, remedy: str) -> None:
     """Refuse, before the checkpoint moves, when the targets' logs do not hold a commit that a credited
     summary reports (:func:`lakefeed.ledger.disproved`): a target moved, recreated, restored or replaced
     while the run ran. The checkpoint stays as it was (its target marks too), so the next run refuses the
     target by name instead of vouching for a table that lacks the work. A range that committed nothing (an
     empty window, a replay) reports no commit: its summary is the record that it was applied."""
-    problems = disproved([c for s in summaries.values() for c in reported_commits(s)], pipeline_id)
+    problems = disproved([c for s in summaries.values() for c in commits_of(s.commits)], pipeline_id)
     if problems:
         raise CheckpointMismatchError(
             f"checkpoint {where} was left as it was: the targets' logs do not hold what this run's jobs committed: "
@@ -235,15 +255,15 @@ def reset_remedy(dag_id: str, what_it_does: str) -> str:
     return f"trigger {dag_id} with the param reset_checkpoint=true: {what_it_does}"
 
 
-def plan_marks(kind: str, locations: list[str]) -> dict[str, Any]:
+def plan_marks(kind: str, locations: list[str]) -> dict[str, TableMark]:
     """What a plan records of the targets it saw (their ids and versions), for the commit step's
     :func:`verify_unchanged`; a backfill records none (it never moves the checkpoint)."""
-    return {} if kind == BACKFILL else {location: mark.to_dict() for location, mark in current_marks(locations).items()}
+    return {} if kind == BACKFILL else current_marks(locations)
 
 
 def verify_unchanged(
     kind: str,
-    recorded: dict[str, Any] | None,
+    recorded: dict[str, TableMark] | None,
     locations: list[str],
     pipeline_id: str,
     where: str,
@@ -257,8 +277,7 @@ def verify_unchanged(
     version of this code, before an upgrade)."""
     if kind == BACKFILL or recorded is None:
         return
-    marks = {location: TableMark.from_dict(mark, "the run's plan") for location, mark in recorded.items()}
-    verify_unchanged_during_run(marks, locations, pipeline_id, where, adopt, remedy)
+    verify_unchanged_during_run(recorded, locations, pipeline_id, where, adopt, remedy)
 
 
 class Announcer:
@@ -361,9 +380,9 @@ CheckpointT = TypeVar("CheckpointT", bound=Movable)
 
 
 def credit(
-    done: dict[int, Summary],
+    done: Mapping[int, JobSummary],
     kind: str,
-    recorded_marks: dict[str, Any] | None,
+    recorded_marks: dict[str, TableMark] | None,
     locations: list[str],
     pipeline_id: str,
     where: str,
@@ -378,10 +397,13 @@ def credit(
 
 
 def failed_jobs(
-    jobs: Iterable[tuple[int, dict[str, Any]]], done: Container[int], refused: Mapping[int, str]
+    jobs: Iterable[tuple[int, Any]], done: Container[int], refused: Mapping[int, str]
 ) -> list[dict[str, Any]]:
-    """The jobs (``(index, job)``) that left no credited summary, each with its refusal where it refused."""
-    return [{**job, **({"refused": refused[i]} if i in refused else {})} for i, job in jobs if i not in done]
+    """The jobs (``(index, job)``, the plan's typed jobs) that left no credited summary, as documents, each
+    with its refusal where it refused."""
+    return [
+        {**to_document(job), **({"refused": refused[i]} if i in refused else {})} for i, job in jobs if i not in done
+    ]
 
 
 def checkpoint_change(
@@ -409,15 +431,16 @@ def checkpoint_change(
     return change
 
 
-def summed(summaries: Iterable[Summary], keys: Iterable[str]) -> dict[str, int]:
-    """The jobs' counts, added up per key (a key a job did not report counts 0)."""
+def summed(summaries: Iterable[SummaryT], summary_type: type[SummaryT]) -> dict[str, int]:
+    """The jobs' counts (the :func:`~lakefeed.documents.counted` fields of ``summary_type``), added up, by
+    their document keys."""
     rows = list(summaries)
-    return {key: sum(s.get(key, 0) for s in rows) for key in keys}
+    return {camel(name): sum(getattr(s, name) for s in rows) for name in counted_fields(summary_type)}
 
 
-def spark_seconds(summaries: Iterable[Summary]) -> float:
+def spark_seconds(summaries: Iterable[JobSummary]) -> float:
     """The Spark time the jobs reported, in seconds."""
-    return round(sum(sum(s.get("seconds", {}).values()) for s in summaries), 3)
+    return round(sum(sum(s.seconds.values()) for s in summaries), 3)
 
 
 # -- a feed with one checkpoint per configuration (the blob change feed, a CockroachDB sink) --
@@ -434,53 +457,65 @@ class PipelineConfig(Protocol):
 
 
 ConfigT = TypeVar("ConfigT", bound=PipelineConfig)
+PlanT = TypeVar("PlanT")
+
+PLAN = "the run's plan"  # where a plan document is read (named in a refusal of it)
+
+
+def read_plan(plan_type: type[PlanT], planned: Plan) -> PlanT:
+    """The feed's typed plan from its document (the plan task's XCom)."""
+    return from_document(plan_type, planned, PLAN)
 
 
 @dataclass(frozen=True)
-class FeedSteps(Generic[ConfigT]):
+class FeedSteps(Generic[ConfigT, PlanT]):
     """What a feed with one checkpoint brings to the skeleton: ``plan`` (configuration, checkpoint, params,
-    run, the checkpoint's name, storage → plan), ``commit`` (checkpoint store, plan, job outputs, run id,
-    announced events → run summary), ``config_of`` (the configuration a plan carries) and ``arguments``
-    (each job's command line)."""
+    run, the checkpoint's name, storage → a ``plan_type`` plan), ``commit`` (checkpoint store, plan, job
+    outputs, run id, announced events → run summary), ``config_of`` (the configuration a plan carries) and
+    ``arguments`` (each job's command line)."""
 
-    plan: Callable[[ConfigT, Any, dict[str, Any], RunContext, str, Storage], Plan]
-    commit: Callable[[CheckpointStore, Plan, JobOutputs, str, AnnouncedSince], Summary]
-    config_of: Callable[[Plan], ConfigT]
-    arguments: Callable[[Plan], list[list[str]]]
+    plan: Callable[[ConfigT, Any, dict[str, Any], RunContext, str, Storage], PlanT]
+    commit: Callable[[CheckpointStore, PlanT, JobOutputs, str, AnnouncedSince], Summary]
+    plan_type: type[PlanT]
+    config_of: Callable[[PlanT], ConfigT]
+    arguments: Callable[[PlanT], list[list[str]]]
 
 
 @dataclass(frozen=True)
-class OneCheckpointFeed(Generic[ConfigT]):
+class OneCheckpointFeed(Generic[ConfigT, PlanT]):
     """A :class:`Feed` whose configuration has one checkpoint, from the feed's ``steps``: ``config`` reads the
     configuration (once, at the plan), ``checkpoints`` opens a configuration's checkpoint store, ``storage``
-    opens feeds and tables."""
+    opens feeds and tables. Plans cross to the later tasks as documents (:mod:`lakefeed.documents`)."""
 
     config: Callable[[], ConfigT]
     checkpoints: Callable[[ConfigT], CheckpointStore]
-    steps: FeedSteps[ConfigT]
+    steps: FeedSteps[ConfigT, PlanT]
     storage: Storage = LOCAL
 
     def plan(self, params: Mapping[str, Any], run: RunContext) -> Plan:
         config = self.config()
         store = self.checkpoints(config)
         with self.storage.scope(config.wasb_conn_id):
-            return self.steps.plan(config, store.load(), dict(params), run, store.where, self.storage)
+            planned = self.steps.plan(config, store.load(), dict(params), run, store.where, self.storage)
+        return to_document(planned)
 
     def job_arguments(self, planned: Plan) -> list[list[str]]:
-        return self.steps.arguments(planned)
+        return self.steps.arguments(read_plan(self.steps.plan_type, planned))
 
     def job_connections(self, planned: Plan) -> list[str | None]:
-        return [self.steps.config_of(planned).wasb_conn_id] * len(self.steps.arguments(planned))
+        plan = read_plan(self.steps.plan_type, planned)
+        return [self.steps.config_of(plan).wasb_conn_id] * len(self.steps.arguments(plan))
 
     def commit(
         self, planned: Plan, outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
     ) -> Summary:
-        config = self.steps.config_of(planned)
+        plan = read_plan(self.steps.plan_type, planned)
+        config = self.steps.config_of(plan)
         with self.storage.scope(config.wasb_conn_id):
-            return self.steps.commit(self.checkpoints(config), planned, outputs, run_id, announced_since)
+            return self.steps.commit(self.checkpoints(config), plan, outputs, run_id, announced_since)
 
 
-def announced_report(summaries: Iterable[Summary], announcer: Announcer, targets_changed: list[Any]) -> Summary:
+def announced_report(summaries: Iterable[JobSummary], announcer: Announcer, targets_changed: list[Any]) -> Summary:
     """The part of a run summary every feed reports alike: Spark time, the asset events of the targets the
     run changed, and how many ledger entries a later commit step announces instead."""
     return {

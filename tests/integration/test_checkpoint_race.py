@@ -25,6 +25,8 @@ from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import CdfPipeline
 from lakefeed.cdf.pipeline import pipeline_change
+from lakefeed.cdf.run_plan import CdfJob, PipelinePlan
+from lakefeed.cdf.summary import CdfSummary
 from lakefeed_airflow.settings import VariableCell
 from lakefeed_airflow.turns import Ticket, turn
 
@@ -44,14 +46,19 @@ class VariableRegisters:
 
 writes = []
 for run in range(runs):
+    def finished(job):
+        return CdfSummary(source="/src", target="/nonexistent-target", mode=job.mode, starting_version=job.first,
+                          ending_version=job.last, latest_version=40)
+
     if kind == "refresh":
-        plan = {"kind": "reset", "origin": None, "sourceTableId": "s-1"}
-        mine, done = [(0, {"mode": "full-refresh", "version": 3})], {0: {"endingVersion": 3}}
+        plan = PipelinePlan(kind="reset", origin=None, latest=40, source_table_id="s-1", applied_before=None)
+        mine = [(0, CdfJob("race", "full-refresh", version=3))]
+        done = {0: finished(mine[0][1])}
     else:
         # ranges of 2 versions up to 40; this run finished those up to a point that grows with each run
-        mine = [(i, {"mode": "changes", "start": s, "end": s + 1}) for i, s in enumerate(range(0, 40, 2))]
-        done = {i: {} for i, _ in mine[: 2 * run + int(kind[-1])]}
-        plan = {"kind": "scheduled", "origin": 0, "sourceTableId": "s-1"}
+        mine = [(i, CdfJob("race", "changes", start=s, end=s + 1)) for i, s in enumerate(range(0, 40, 2))]
+        done = {i: finished(job) for i, job in mine[: 2 * run + int(kind[-1])]}
+        plan = PipelinePlan(kind="scheduled", origin=0, latest=40, source_table_id="s-1", applied_before=None)
     with turn(VariableRegisters(), kind, poll=0.01):
         before, after = store.update(pipeline_change(plan, mine, done, pipeline, f"{kind}-{run}", lambda cp: cp.announced))
     VariableRegisters().push(Ticket(kind))  # the step's task instance ends: no longer running

@@ -15,8 +15,11 @@ from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 from lakefeed.assets import announced_in
 from lakefeed.blob import pipeline as blob_pipeline
 from lakefeed.blob.checkpoint import BlobCheckpoint
+from lakefeed.blob.run_plan import BlobPlan
+from lakefeed.blob.summary import RunSummary
 from lakefeed.checkpoint import TableMark
 from lakefeed.config import BlobPipelineConfig
+from lakefeed.documents import from_document, to_document
 from lakefeed.errors import (
     CheckpointMismatchError,
     ConfigError,
@@ -25,7 +28,7 @@ from lakefeed.errors import (
     WindowNotReadyError,
 )
 from lakefeed.pipeline import RunContext
-from lakefeed.times import parse_time
+from lakefeed.times import format_time, parse_time
 from tests.cells import file_store, job_outputs
 
 DAG = "blob_changefeed_to_delta"
@@ -54,12 +57,14 @@ def store(tmp_path):
 
 def finish(planned, index, **extra):
     """What a job leaves after its MERGEs committed: a summary naming its windows."""
-    batch = blob_pipeline.Batch.from_dict(planned["batches"][index])
+    batch = planned.batches[index]
     summary = {
         "windows": blob_pipeline._windows_of(batch),
+        "lastConsumable": "2026-01-01T04:10:00Z",
+        "segments": [],
         "eventsInserted": 1,
-        "eventsTable": planned["targetTables"]["events"],
-        "stateTable": planned["targetTables"]["state"],
+        "eventsTable": planned.target_tables["events"],
+        "stateTable": planned.target_tables["state"],
         **extra,
     }
     job_outputs(planned).summaries[index] = summary
@@ -74,9 +79,9 @@ def make_tables(config):
 
 def test_first_plan_batches_every_ready_window_up_to_the_cap(config):
     planned = blob_pipeline.plan(config, BlobCheckpoint(), {}, run())
-    assert planned["kind"] == "scheduled" and planned["windows"] == 5 and planned["gridMinute"] == 10
-    assert planned["origin"] == "2025-12-31T23:10:00Z" and planned["feed"] == f"file://{config.feed_root}"
-    assert planned["batches"] == [
+    assert planned.kind == "scheduled" and planned.windows == 5 and planned.grid_minute == 10
+    assert planned.origin == parse_time("2025-12-31T23:10Z") and planned.feed == f"file://{config.feed_root}"
+    assert to_document(planned)["batches"] == [
         {"start": "2025-12-31T23:10:00Z", "end": "2026-01-01T01:10:00Z"},
         {"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T03:10:00Z"},
         {"start": "2026-01-01T03:10:00Z", "end": "2026-01-01T04:10:00Z"},
@@ -98,7 +103,7 @@ def test_plan_resumes_from_the_watermark_and_refuses_a_regressing_feed(config):
     checkpoint = BlobCheckpoint(
         watermark=parse_time("2026-01-01T03:10Z"), last_consumable=parse_time("2026-01-01T04:10Z")
     )
-    assert blob_pipeline.plan(config, checkpoint, {}, run())["batches"] == [
+    assert to_document(blob_pipeline.plan(config, checkpoint, {}, run()))["batches"] == [
         {"start": "2026-01-01T03:10:00Z", "end": "2026-01-01T04:10:00Z"}
     ]
     ahead = BlobCheckpoint(watermark=checkpoint.watermark, last_consumable=parse_time("2026-01-02T00:10Z"))
@@ -113,7 +118,7 @@ def test_backfill_plan_is_exactly_the_range_and_bad_params_are_refused(config):
         {"window_start": "2026-01-01T00:10Z", "window_end": "2026-01-01T01:10:00Z"},
         run("manual__1", "manual"),
     )
-    assert planned["kind"] == "backfill" and planned["batches"] == [
+    assert planned.kind == "backfill" and to_document(planned)["batches"] == [
         {"start": "2026-01-01T00:10:00Z", "end": "2026-01-01T01:10:00Z"}
     ]
     cases = [
@@ -142,7 +147,7 @@ def test_an_airflow_backfill_run_re_processes_the_window_of_its_data_interval(co
     planned = blob_pipeline.plan(
         config, BlobCheckpoint(), {}, run("backfill__1", "backfill", "2026-01-01T01:00Z", "2026-01-01T02:00Z")
     )
-    assert planned["kind"] == "backfill" and planned["batches"] == [
+    assert planned.kind == "backfill" and to_document(planned)["batches"] == [
         {"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T02:10:00Z"}
     ]
     with pytest.raises(WindowNotReadyError, match="not ready"):
@@ -166,7 +171,7 @@ def test_commit_advances_over_the_finished_prefix_then_completes_on_retry(config
     with pytest.raises(RuntimeError, match="1 of 3 batch"):
         blob_pipeline.commit(store, planned, job_outputs(planned), "scheduled__2")
     first = store.load()
-    assert first.watermark == parse_time("2026-01-01T01:10Z") and first.feed == planned["feed"]
+    assert first.watermark == parse_time("2026-01-01T01:10Z") and first.feed == planned.feed
     assert first.generation == 1 and first.grid_minute == 10
 
     finish(planned, 1)
@@ -187,7 +192,13 @@ def test_a_refused_batch_is_reported_with_its_reason(config, store):
 
 def test_a_summary_of_other_windows_is_not_credited(config, store):
     planned = blob_pipeline.plan(config, BlobCheckpoint(), {}, run())
-    job_outputs(planned).summaries[0] = {"windows": ["2026-01-01T03:10:00Z"]}
+    job_outputs(planned).summaries[0] = {
+        "windows": ["2026-01-01T03:10:00Z"],
+        "lastConsumable": "2026-01-01T04:10:00Z",
+        "segments": [],
+        "eventsTable": planned.target_tables["events"],
+        "stateTable": planned.target_tables["state"],
+    }
     with pytest.raises(RuntimeError, match="3 of 3"):
         blob_pipeline.commit(store, planned, job_outputs(planned), "r")
     assert store.load().watermark == parse_time("2025-12-31T23:10Z")
@@ -216,12 +227,12 @@ def test_a_checkpoint_of_another_feed_stops_scheduled_runs_until_a_reset(config,
         blob_pipeline.plan(config, other, {}, run())
     store.update(lambda cp: other.moved(generation=1))
     planned = blob_pipeline.plan(config, store.load(), {"reset_checkpoint": True}, run("manual__4", "manual"))
-    assert planned["kind"] == "reset" and planned["batches"][0]["start"] == "2025-12-31T23:10:00Z"
+    assert planned.kind == "reset" and planned.batches[0].start == parse_time("2025-12-31T23:10Z")
     finish(planned, 0)
     with pytest.raises(RuntimeError, match="2 of 3"):
         blob_pipeline.commit(store, planned, job_outputs(planned), "manual__4")
     reset = store.load()
-    assert reset.feed == planned["feed"] and reset.watermark == parse_time("2026-01-01T01:10Z")
+    assert reset.feed == planned.feed and reset.watermark == parse_time("2026-01-01T01:10Z")
 
 
 def test_targets_dropped_or_recreated_behind_the_checkpoint_are_refused(config, store):
@@ -269,8 +280,8 @@ def test_segments_lost_to_retention_are_refused_until_acknowledged_and_the_commi
 
     small = BlobPipelineConfig(**{**config.__dict__, "max_windows_per_run": 2})
     planned = blob_pipeline.plan(small, BlobCheckpoint(), {}, run())  # windows 23:10, 00:10
-    assert planned["segmentMarks"]["2026-01-01T01:10:00Z"] == "2026-01-01T00:10:00Z"
-    for index in range(len(planned["batches"])):
+    assert planned.segment_marks["2026-01-01T01:10:00Z"] == "2026-01-01T00:10:00Z"
+    for index in range(len(planned.batches)):
         finish(planned, index)
     blob_pipeline.commit(store, planned, job_outputs(planned), "r1")
     recorded = store.load()
@@ -287,8 +298,8 @@ def test_segments_lost_to_retention_are_refused_until_acknowledged_and_the_commi
     ):
         blob_pipeline.plan(small, recorded, {}, run("r2"))
     planned = blob_pipeline.plan(small, recorded, {"acknowledge_data_loss": True}, run("r3"))
-    assert planned["dataLoss"]["windows"] == ["2026-01-01T01:10:00Z", "2026-01-01T03:10:00Z"]
-    assert planned["batches"] == [{"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T03:10:00Z"}]
+    assert planned.data_loss["windows"] == ["2026-01-01T01:10:00Z", "2026-01-01T03:10:00Z"]
+    assert to_document(planned)["batches"] == [{"start": "2026-01-01T01:10:00Z", "end": "2026-01-01T03:10:00Z"}]
     assert "--acknowledge-data-loss" in blob_pipeline.job_arguments(planned)[0]
     finish(planned, 0)
     report = blob_pipeline.commit(store, planned, job_outputs(planned), "r3")
@@ -305,13 +316,17 @@ def test_the_commit_works_from_the_plans_configuration_not_the_variable_as_edite
         args[args.index("--events-table") + 1] == config.events_table for args in blob_pipeline.job_arguments(planned)
     )
     # A summary of a job that wrote elsewhere is not credited to the plan.
-    batch = blob_pipeline.Batch.from_dict(planned["batches"][0])
+    batch = planned.batches[0]
     summary = {
         "windows": blob_pipeline._windows_of(batch),
+        "lastConsumable": "2026-01-01T04:10:00Z",
+        "segments": [],
         "eventsTable": edited.events_table,
         "stateTable": config.state_table,
     }
-    assert not blob_pipeline._belongs(summary, planned["batches"][0], planned["targetTables"])
+    assert not blob_pipeline._belongs(
+        from_document(RunSummary, summary, "a summary"), planned.batches[0], planned.target_tables
+    )
 
 
 def job_commit(table: str, pipeline_id: str, windows: list[str]) -> None:
@@ -334,7 +349,7 @@ def announced_commits(report) -> dict[str, list[int]]:
 def test_asset_events_come_from_the_ledger_once_each_whatever_the_runs_did(config, store):
     planned = blob_pipeline.plan(config, BlobCheckpoint(), {}, run("scheduled__5"))
     pipeline_id, events = config.checkpoint_variable, config.events_table
-    windows = [blob_pipeline._windows_of(blob_pipeline.Batch.from_dict(b)) for b in planned["batches"]]
+    windows = [blob_pipeline._windows_of(b) for b in planned.batches]
     # Batch 0 committed, but its task was killed before its summary reached XCom; batch 1 was refused.
     job_commit(events, pipeline_id, windows[0])
     job_commit(events, "another_pipeline", windows[0])  # not this pipeline's entry
@@ -429,8 +444,8 @@ def reported_job_commit(table: str, pipeline_id: str, windows: list[str], token:
 
 def jobs_committed(config, planned, run_id: str) -> None:
     """Every batch of ``planned`` committed to both tables, as its job would, and reported it."""
-    for index, batch in enumerate(planned["batches"]):
-        windows = blob_pipeline._windows_of(blob_pipeline.Batch.from_dict(batch))
+    for index, batch in enumerate(planned.batches):
+        windows = blob_pipeline._windows_of(batch)
         finish(
             planned,
             index,
@@ -447,7 +462,7 @@ def test_a_target_recreated_after_the_jobs_committed_is_refused_and_the_checkpoi
     planned = blob_pipeline.plan(config, BlobCheckpoint(), {}, run("scheduled__1"))
     jobs_committed(config, planned, "scheduled__1")
     report = blob_pipeline.commit(store, planned, job_outputs(planned), "scheduled__1")
-    assert report["watermark"] == planned["batches"][-1]["end"]  # every commit is in the targets' logs
+    assert report["watermark"] == format_time(planned.batches[-1].end)  # every commit is in the targets' logs
     recorded = store.load()
 
     # The next run's jobs commit; then the state table is dropped and recreated by another tool before the
@@ -502,7 +517,7 @@ def test_rows_another_writer_changed_after_the_checkpoint_are_refused_until_adop
 
     # Adopted: the run goes on and the checkpoint records the tables as they are now.
     planned = blob_pipeline.plan(config, recorded, {"adopt_targets": True}, run("scheduled__3"))
-    for index, _batch in enumerate(planned["batches"]):
+    for index, _batch in enumerate(planned.batches):
         finish(planned, index)
     blob_pipeline.commit(store, planned, job_outputs(planned), "scheduled__3")
     assert store.load().targets[config.state_table].version == DeltaTable(config.state_table).version()
@@ -511,7 +526,7 @@ def test_rows_another_writer_changed_after_the_checkpoint_are_refused_until_adop
     # Rows another writer appends while a run's jobs run: the commit step refuses them and moves nothing.
     generate_feed(Path(config.feed_root), FeedSpec(hours=9, events_per_hour=10, gap_hours=()))
     planned = blob_pipeline.plan(config, adopted, {}, run("scheduled__4"))
-    for index, _batch in enumerate(planned["batches"]):
+    for index, _batch in enumerate(planned.batches):
         finish(planned, index)
     write_deltalake(config.events_table, pa.table({"id": [99]}), mode="append")
     with pytest.raises(
@@ -536,7 +551,7 @@ def test_a_target_dropped_after_the_plan_and_made_anew_by_the_jobs_is_refused(co
     recorded = store.load()
     generate_feed(Path(config.feed_root), FeedSpec(hours=7, events_per_hour=10, gap_hours=()))
     planned = blob_pipeline.plan(config, recorded, {}, run("scheduled__2"))
-    seen = planned["targetMarks"][config.state_table]["version"]
+    seen = planned.target_marks[config.state_table].version
     shutil.rmtree(config.state_table)
     jobs_committed(config, planned, "scheduled__2")
     with pytest.raises(
@@ -558,7 +573,9 @@ def test_a_run_planned_before_plans_recorded_target_marks_is_not_checked_for_cha
 
     make_tables(config)  # rows another writer made, adopted by the first run
     planned = blob_pipeline.plan(config, BlobCheckpoint(), {"adopt_targets": True}, run("scheduled__1"))
-    del planned["targetMarks"]
+    document = to_document(planned)
+    del document["targetMarks"]  # a plan an earlier version of this code made, before it recorded them
+    planned = from_document(BlobPlan, document, "the run's plan")
     jobs_committed(config, planned, "scheduled__1")
     blob_pipeline.commit(store, planned, job_outputs(planned), "scheduled__1")
     assert store.load().watermark is not None

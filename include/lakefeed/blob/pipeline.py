@@ -31,6 +31,7 @@ from lakefeed.assets import blob_changes
 from lakefeed.blob.checkpoint import BlobCheckpoint
 from lakefeed.blob.feed import SEGMENTS_JSON, ChangeFeed
 from lakefeed.blob.retention import next_segment, retention_gap
+from lakefeed.blob.run_plan import BlobPlan
 from lakefeed.blob.schedule import (
     Batch,
     backfill_windows,
@@ -44,8 +45,8 @@ from lakefeed.blob.summary import RunSummary
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.checkpoint import TableMark, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig, as_mapping
-from lakefeed.documents import counted_keys
+from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig
+from lakefeed.documents import to_document
 from lakefeed.errors import DataLossError, FeedError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
@@ -57,7 +58,6 @@ log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "blob_changefeed_job.py")
 SEGMENT_LISTING_AHEAD = 24 * HOUR  # how far past its windows a plan lists segments for the checkpoint's nextSegment
-SUMMED = counted_keys(RunSummary)  # the counts of the jobs' summaries a run summary adds up
 RESET_REMEDY = skeleton.reset_remedy(
     "blob_changefeed_to_delta",
     "it ingests again from the feed's first segment (or start_from) into the configured targets and records them",
@@ -71,7 +71,7 @@ def plan(
     run: skeleton.RunContext,
     where: str = "lakefeed_blob_checkpoint",
     storage: skeleton.Storage = skeleton.LOCAL,
-) -> dict[str, Any]:
+) -> BlobPlan:
     """Which batches of windows this run submits; refuses (a :class:`~lakefeed.errors.Refusal`) a request
     that cannot be served, a checkpoint that does not belong to this feed and these targets, targets that
     hold rows this pipeline did not write while the checkpoint is empty, and segments lost to retention."""
@@ -121,35 +121,37 @@ def plan(
                 first = gap.resume_window
         windows = pending_windows(first, last_consumable, config.max_windows_per_run)
     batches = batches_of(windows, config.windows_per_batch)
-    result = {
-        "kind": kind,
-        "batches": [b.to_dict() for b in batches],
-        "windows": len(windows),
-        "lastConsumable": format_time(last_consumable),
-        "feed": store.identity,
-        "gridMinute": grid_minute,
-        "origin": format_time(origin) if origin else None,
-        "watermark": format_time(checkpoint.watermark) if checkpoint.watermark else None,
-        "targets": sorted(targets.values()),
-        "targetTables": targets,
-        "dataLoss": data_loss,
-        "acknowledgeDataLoss": acknowledge_loss,
-        "targetMarks": skeleton.plan_marks(kind, sorted(targets.values())),
-        **(
-            _segment_marks(
-                feed,
-                kind,
-                data_loss["resumeWindow"] if data_loss else checkpoint.watermark,
-                origin,
-                batches,
-                last_consumable,
-            )
-            if kind != BACKFILL
-            else {}
-        ),
-        "config": as_mapping(config),
-    }
-    log.info("plan: %s", json.dumps(result))
+    segment_marks, listed_through = (
+        _segment_marks(
+            feed,
+            kind,
+            data_loss["resumeWindow"] if data_loss else checkpoint.watermark,
+            origin,
+            batches,
+            last_consumable,
+        )
+        if kind != BACKFILL
+        else ({}, None)
+    )
+    result = BlobPlan(
+        kind=kind,
+        batches=batches,
+        windows=len(windows),
+        last_consumable=last_consumable,
+        feed=store.identity,
+        grid_minute=grid_minute,
+        origin=origin,
+        watermark=checkpoint.watermark,
+        targets=sorted(targets.values()),
+        target_tables=targets,
+        data_loss=data_loss,
+        acknowledge_data_loss=acknowledge_loss,
+        target_marks=skeleton.plan_marks(kind, sorted(targets.values())),
+        segment_marks=segment_marks,
+        segments_listed_through=listed_through,
+        config=config,
+    )
+    log.info("plan: %s", json.dumps(to_document(result)))
     return result
 
 
@@ -160,45 +162,42 @@ def _segment_marks(
     origin: datetime | None,
     batches: list[Batch],
     last_consumable: datetime,
-) -> dict[str, Any]:
+) -> tuple[dict[str, str | None], datetime | None]:
     """For each watermark the commit step may set (where the run starts, and each batch's end), the oldest
     segment the windows from there read (:func:`lakefeed.blob.retention.next_segment`), from one listing of
-    the feed up to a day past the run's windows; the checkpoint records it for the next plan's retention
-    check."""
+    the feed up to a day past the run's windows, and how far that listing went; the checkpoint records them
+    for the next plan's retention check."""
     start = parse_time(watermark) if isinstance(watermark, str) else watermark
     start = start if kind == SCHEDULED and start is not None else origin
     if start is None:
-        return {"segmentMarks": {}, "segmentsListedThrough": None}
+        return {}, None
     positions = [start] + [b.end for b in batches]
     horizon = min(last_consumable, max(positions) + SEGMENT_LISTING_AHEAD)
     starts = [s for s in feed.segment_starts_between((start - HOUR).date(), horizon.date()) if s <= horizon]
-    return {
-        "segmentMarks": {format_time(p): _time_text(next_segment(p, starts)) for p in positions},
-        "segmentsListedThrough": format_time(horizon),
-    }
+    return {format_time(p): _time_text(next_segment(p, starts)) for p in positions}, horizon
 
 
 def _time_text(moment: datetime | None) -> str | None:
     return format_time(moment) if moment is not None else None
 
 
-def planned_config(planned: dict[str, Any]) -> BlobPipelineConfig:
+def planned_config(planned: BlobPlan) -> BlobPipelineConfig:
     """The configuration the run's plan read (never the Variable as it is now)."""
-    return BlobPipelineConfig.from_json(json.dumps(planned["config"]), "the run's plan")
+    return planned.config
 
 
-def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
+def job_arguments(planned: BlobPlan) -> list[list[str]]:
     """``application_args`` of one spark-submit per batch (the job's command-line contract), from the plan."""
-    config = planned_config(planned)
-    loss = ["--acknowledge-data-loss"] if planned.get("acknowledgeDataLoss") else []
+    config = planned.config
+    loss = ["--acknowledge-data-loss"] if planned.acknowledge_data_loss else []
     return [
         [
             "--feed-root",
             config.feed_root,
             "--window-start",
-            batch["start"],
+            format_time(batch.start),
             "--window-end",
-            batch["end"],
+            format_time(batch.end),
             "--events-table",
             config.events_table,
             "--state-table",
@@ -209,7 +208,7 @@ def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
             "--pipeline-id",
             config.checkpoint_variable,
         ]
-        for index, batch in enumerate(planned["batches"])
+        for batch in planned.batches
     ]
 
 
@@ -217,54 +216,46 @@ def _windows_of(batch: Batch) -> list[str]:
     return [format_time(batch.start + i * HOUR) for i in range(batch.windows)]
 
 
-def _belongs(summary: dict[str, Any], job: dict[str, Any], targets: dict[str, str]) -> bool:
+def _belongs(summary: RunSummary, batch: Batch, targets: dict[str, str]) -> bool:
     """The summary is of this batch: its windows, and the events and state tables the plan named."""
     from lakefeed.delta import table_location
 
-    return summary.get("windows") == _windows_of(Batch.from_dict(job)) and (
-        summary.get("eventsTable"),
-        summary.get("stateTable"),
-    ) == (table_location(targets["events"]), table_location(targets["state"]))
+    return summary.windows == _windows_of(batch) and (summary.events_table, summary.state_table) == (
+        table_location(targets["events"]),
+        table_location(targets["state"]),
+    )
 
 
 def commit(
     store: CheckpointStore,
-    planned: dict[str, Any],
+    planned: BlobPlan,
     outputs: skeleton.JobOutputs,
     run_id: str,
     announced_since: AnnouncedSince = nothing_announced,
 ) -> dict[str, Any]:
     """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed."""
-    batches = [Batch.from_dict(b) for b in planned["batches"]]
+    batches = planned.batches
     summaries = outputs.credited(
-        planned["batches"], lambda summary, job: _belongs(summary, job, planned["targetTables"])
+        batches, RunSummary, lambda summary, batch: _belongs(summary, batch, planned.target_tables)
     )
-    pipeline_id = planned_config(planned).checkpoint_variable
-    kind = planned["kind"]
-    skeleton.credit(
-        summaries, kind, planned.get("targetMarks"), planned["targets"], pipeline_id, store.where, RESET_REMEDY
-    )
-    last_consumable = parse_time(planned["lastConsumable"])
-    origin = parse_time(planned["origin"]) if planned["origin"] else None
-    data_loss = planned.get("dataLoss")
+    pipeline_id = planned.config.checkpoint_variable
+    kind = planned.kind
+    skeleton.credit(summaries, kind, planned.target_marks, planned.targets, pipeline_id, store.where, RESET_REMEDY)
+    last_consumable = planned.last_consumable
+    origin = planned.origin
+    data_loss = planned.data_loss
     resume = parse_time(data_loss["resumeWindow"]) if data_loss else None
-    segment_marks = planned.get("segmentMarks") or {}
-    failed = skeleton.failed_jobs(enumerate(planned["batches"]), summaries, outputs.refused)
-    events, state = planned["targetTables"]["events"], planned["targetTables"]["state"]
+    segment_marks = planned.segment_marks
+    failed = skeleton.failed_jobs(enumerate(batches), summaries, outputs.refused)
+    events, state = planned.target_tables["events"], planned.target_tables["state"]
     reported = {}
     for summary in summaries.values():
-        if summary.get("eventsInserted") and summary.get("eventsTableVersion") is not None:
-            reported[(events, summary["eventsTableVersion"])] = (summary["eventsInserted"], 0, 0)
-        if (summary.get("stateInserted") or summary.get("stateUpdated")) and summary.get(
-            "stateTableVersion"
-        ) is not None:
-            reported[(state, summary["stateTableVersion"])] = (
-                summary.get("stateInserted", 0),
-                summary.get("stateUpdated", 0),
-                0,
-            )
+        if summary.events_inserted and summary.events_table_version is not None:
+            reported[(events, summary.events_table_version)] = (summary.events_inserted, 0, 0)
+        if (summary.state_inserted or summary.state_updated) and summary.state_table_version is not None:
+            reported[(state, summary.state_table_version)] = (summary.state_inserted, summary.state_updated, 0)
     announcer = skeleton.Announcer(
-        planned["targets"],
+        planned.targets,
         pipeline_id,
         announce=not failed,
         reported=reported,
@@ -281,21 +272,21 @@ def commit(
             if kind == RESET or checkpoint.last_consumable is None
             else max(last_consumable, checkpoint.last_consumable)
         )
-        marks = current_marks(planned["targets"]) if summaries or kind == RESET else checkpoint.targets
+        marks = current_marks(planned.targets) if summaries or kind == RESET else checkpoint.targets
         retention = {}
         if watermark is not None and format_time(watermark) in segment_marks:
             recorded = segment_marks[format_time(watermark)]
             retention = {
                 "next_segment": parse_time(recorded) if recorded else None,
-                "segments_listed_through": parse_time(planned["segmentsListedThrough"]),
+                "segments_listed_through": planned.segments_listed_through,
             }
         elif watermark != checkpoint.watermark:
             retention = {"next_segment": None, "segments_listed_through": None}  # not listed for this watermark
         return checkpoint.moved(
             watermark=watermark,
             last_consumable=seen,
-            feed=planned["feed"],
-            grid_minute=planned["gridMinute"],
+            feed=planned.feed,
+            grid_minute=planned.grid_minute,
             targets=marks,
             announced=announced,
             updated_by=run_id,
@@ -303,27 +294,29 @@ def commit(
         )
 
     change = skeleton.checkpoint_change(
-        kind, announcer.marks, lambda checkpoint: checkpoint.feed, planned["feed"], advance
+        kind, announcer.marks, lambda checkpoint: checkpoint.feed, planned.feed, advance
     )
     before, after = store.update(change)
     report = {
         "kind": kind,
-        "windowsPlanned": planned["windows"],
+        "windowsPlanned": planned.windows,
         "batches": len(batches),
         "batchesFailed": failed,
-        **skeleton.summed(summaries.values(), SUMMED),
-        "lastConsumable": planned["lastConsumable"],
-        "gridMinute": planned["gridMinute"],
+        **skeleton.summed(summaries.values(), RunSummary),
+        "lastConsumable": format_time(last_consumable),
+        "gridMinute": planned.grid_minute,
         "watermarkBefore": format_time(before.watermark) if before.watermark else None,
         "watermark": format_time(after.watermark) if after.watermark else None,
         "checkpointMoved": not after.same_position(before),
-        "windowsApplied": sorted({w for s in summaries.values() for w in s.get("windows", [])}),
+        "windowsApplied": sorted({w for s in summaries.values() for w in s.windows}),
         "dataLossAcknowledged": data_loss,
-        "missingShards": [shard for i in sorted(summaries) for shard in summaries[i].get("missingShards", [])],
+        "missingShards": [shard for i in sorted(summaries) for shard in summaries[i].missing_shards],
         "lagHours": ((last_consumable - after.watermark) / HOUR) if after.watermark else None,
         **skeleton.announced_report(summaries.values(), announcer, blob_changes(announcer.entries, events, state)),
     }
     return skeleton.finished(report, failed, len(batches), report["watermark"])
 
 
-STEPS: skeleton.FeedSteps[BlobPipelineConfig] = skeleton.FeedSteps(plan, commit, planned_config, job_arguments)
+STEPS: skeleton.FeedSteps[BlobPipelineConfig, BlobPlan] = skeleton.FeedSteps(
+    plan, commit, BlobPlan, planned_config, job_arguments
+)

@@ -33,17 +33,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakefeed import pipeline as skeleton
-from lakefeed.assets import FULL_REFRESH_MODE, cdf_changes
+from lakefeed.assets import cdf_changes
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.cdf.log import cdf_enabled
-from lakefeed.cdf.schedule import pending_ranges, split_range
+from lakefeed.cdf.run_plan import CHANGES, FULL_REFRESH, CdfJob, CdfPlan, PipelinePlan
+from lakefeed.cdf.schedule import VersionRange, pending_ranges, split_range
 from lakefeed.cdf.summary import CdfSummary
 from lakefeed.checkpoint import TableMark, verify_definition, verify_table
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline, as_mapping
+from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline
 from lakefeed.delta import REFRESH_MARKER
 from lakefeed.deltalog import DeltaLog, TableState
-from lakefeed.documents import counted_keys
+from lakefeed.documents import to_document
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
@@ -53,8 +54,6 @@ from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, ver
 log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "delta_cdf_job.py")
-CHANGES, FULL_REFRESH = "changes", FULL_REFRESH_MODE
-SUMMED = counted_keys(CdfSummary)  # the counts of the jobs' summaries a run summary adds up
 
 
 def adopt_remedy(pipeline: str) -> str:
@@ -74,7 +73,7 @@ def plan(
     params: dict[str, Any],
     run: skeleton.RunContext,
     storage: skeleton.Storage = skeleton.LOCAL,
-) -> dict[str, Any]:
+) -> CdfPlan:
     """Jobs for this run, per pipeline; refuses (a :class:`~lakefeed.errors.Refusal`) a request that cannot
     be served, or a checkpoint whose source or target is not the table it was made on."""
     request = cdf_request(params, [p.name for p in config.pipelines])
@@ -90,8 +89,8 @@ def plan(
         name = config.pipelines[0].name
     chosen = [config.pipeline(name)] if name else config.pipelines
     adopt = bool(params.get("adopt_targets"))
-    jobs: list[dict[str, Any]] = []
-    pipelines: dict[str, dict[str, Any]] = {}
+    jobs: list[CdfJob] = []
+    pipelines: dict[str, PipelinePlan] = {}
     for pipeline in chosen:
         with storage.scope(pipeline.wasb_conn_id):  # its target ledgers with its own connection
             delta_log = DeltaLog(storage.table(pipeline.source_table, pipeline.wasb_conn_id))
@@ -117,19 +116,19 @@ def plan(
                     planned, origin, pipeline_kind = _first_run(pipeline, delta_log, latest)
                 else:
                     planned, origin, pipeline_kind = (
-                        [
-                            {"mode": CHANGES, **r.to_dict()}
-                            for r in pending_ranges(
+                        _changes(
+                            pipeline,
+                            pending_ranges(
                                 checkpoint.applied_version,
                                 latest,
                                 pipeline.versions_per_job,
                                 pipeline.max_versions_per_run,
-                            )
-                        ],
+                            ),
+                        ),
                         None,
                         SCHEDULED,
                     )
-            _check_in_log(pipeline, delta_log, [job for job in planned if job["mode"] == CHANGES])
+            _check_in_log(pipeline, delta_log, [job for job in planned if job.mode == CHANGES])
             if pipeline_kind == SCHEDULED and checkpoint.applied_version is None and not adopt:
                 verify_adoptable(
                     [pipeline.target_table],
@@ -137,18 +136,22 @@ def plan(
                     f"Variable {pipeline.checkpoint_variable}",
                     "adopt_targets",
                 )
-            jobs += [{"pipeline": pipeline.name, **job} for job in planned]
-            pipelines[pipeline.name] = {
-                "kind": pipeline_kind,
-                "origin": origin,
-                "latest": latest,
-                "sourceTableId": delta_log.table_id(),
-                "appliedBefore": checkpoint.applied_version,
-                "targetMarks": skeleton.plan_marks(pipeline_kind, [pipeline.target_table]),
-            }
-    result = {"kind": kind, "jobs": jobs, "pipelines": pipelines, "config": as_mapping(config)}
-    log.info("plan: %s", json.dumps(result))
+            jobs += planned
+            pipelines[pipeline.name] = PipelinePlan(
+                kind=pipeline_kind,
+                origin=origin,
+                latest=latest,
+                source_table_id=delta_log.table_id(),
+                applied_before=checkpoint.applied_version,
+                target_marks=skeleton.plan_marks(pipeline_kind, [pipeline.target_table]),
+            )
+    result = CdfPlan(kind=kind, jobs=jobs, pipelines=pipelines, config=config)
+    log.info("plan: %s", json.dumps(to_document(result)))
     return result
+
+
+def _changes(pipeline: CdfPipeline, ranges: list[VersionRange]) -> list[CdfJob]:
+    return [CdfJob(pipeline.name, CHANGES, start=r.start, end=r.end) for r in ranges]
 
 
 def verify_source(
@@ -192,12 +195,12 @@ def _latest_version(pipeline: CdfPipeline, delta_log: DeltaLog) -> int:
     return latest
 
 
-def _check_in_log(pipeline: CdfPipeline, delta_log: DeltaLog, ranges: list[dict[str, Any]]) -> None:
+def _check_in_log(pipeline: CdfPipeline, delta_log: DeltaLog, ranges: list[CdfJob]) -> None:
     """Refuse ranges reaching versions whose commits log cleanup removed: their change data cannot be read."""
     if not ranges:
         return
     oldest = delta_log.commit_versions()[0]
-    first = min(job["start"] for job in ranges)
+    first = min(job.first for job in ranges)
     if first < oldest:
         raise DataLossError(
             f"pipeline {pipeline.name}: versions {first}..{oldest - 1} of {pipeline.source_table} are no longer in "
@@ -242,38 +245,36 @@ def _columns_text(columns: Sequence[str] | None) -> str:
     return ", ".join(columns) if columns else "all columns"
 
 
-def _first_run(pipeline: CdfPipeline, delta_log: DeltaLog, latest: int) -> tuple[list[dict[str, Any]], int | None, str]:
+def _first_run(pipeline: CdfPipeline, delta_log: DeltaLog, latest: int) -> tuple[list[CdfJob], int | None, str]:
     """With no checkpoint: the change feed from version 0 when it was on from the start (a scheduled run
     from origin 0), else a snapshot at the latest version (a reset)."""
     versions = delta_log.commit_versions()
     if versions and versions[0] == 0 and cdf_enabled(delta_log.table_state(0)[0]):
         ranges = pending_ranges(None, latest, pipeline.versions_per_job, pipeline.max_versions_per_run)
-        return [{"mode": CHANGES, **r.to_dict()} for r in ranges], 0, SCHEDULED
-    return [{"mode": FULL_REFRESH, "version": latest}], None, RESET
+        return _changes(pipeline, ranges), 0, SCHEDULED
+    return [CdfJob(pipeline.name, FULL_REFRESH, version=latest)], None, RESET
 
 
-def _refresh_at(version: int | None, latest: int, pipeline: CdfPipeline) -> list[dict[str, Any]]:
+def _refresh_at(version: int | None, latest: int, pipeline: CdfPipeline) -> list[CdfJob]:
     version = latest if version is None else version
     if version > latest:
         raise ChangeDataError(
             f"ending_version {version} is beyond the latest version {latest} of {pipeline.source_table}"
         )
-    return [{"mode": FULL_REFRESH, "version": version}]
+    return [CdfJob(pipeline.name, FULL_REFRESH, version=version)]
 
 
-def _version_range(start: int | None, end: int | None, latest: int, pipeline: CdfPipeline) -> list[dict[str, Any]]:
+def _version_range(start: int | None, end: int | None, latest: int, pipeline: CdfPipeline) -> list[CdfJob]:
     if start is None or end is None:
         raise ConfigError("a version backfill needs both starting_version and ending_version (inclusive)")
     if end < start:
         raise ConfigError(f"ending_version {end} must not be before starting_version {start}")
     if end > latest:
         raise ChangeDataError(f"ending_version {end} is beyond the latest version {latest} of {pipeline.source_table}")
-    return [{"mode": CHANGES, **r.to_dict()} for r in split_range(start, end, pipeline.versions_per_job)]
+    return _changes(pipeline, split_range(start, end, pipeline.versions_per_job))
 
 
-def _committed_in_interval(
-    delta_log: DeltaLog, run: skeleton.RunContext, pipeline: CdfPipeline
-) -> list[dict[str, Any]]:
+def _committed_in_interval(delta_log: DeltaLog, run: skeleton.RunContext, pipeline: CdfPipeline) -> list[CdfJob]:
     """One of Airflow's Backfill runs re-applies the versions its source committed in the run's data
     interval (by commit timestamp, as DESCRIBE HISTORY shows them)."""
     interval_start, interval_end = run.interval
@@ -291,20 +292,20 @@ def _committed_in_interval(
     if span is None:
         log.info("pipeline %s: no version committed in %s .. %s", pipeline.name, run.interval_start, run.interval_end)
         return []
-    return [{"mode": CHANGES, **r.to_dict()} for r in split_range(*span, pipeline.versions_per_job)]
+    return _changes(pipeline, split_range(*span, pipeline.versions_per_job))
 
 
-def planned_config(planned: dict[str, Any]) -> CdfConfig:
+def planned_config(planned: CdfPlan) -> CdfConfig:
     """The configuration the run's plan read (never the Variable as it is now)."""
-    return CdfConfig.from_json(json.dumps(planned["config"]), "the run's plan")
+    return planned.config
 
 
-def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
+def job_arguments(planned: CdfPlan) -> list[list[str]]:
     """``application_args`` of one spark-submit per job (the job's command-line contract), from the plan."""
-    config = planned_config(planned)
+    config = planned.config
     arguments = []
-    for _index, job in enumerate(planned["jobs"]):
-        pipeline = config.pipeline(job["pipeline"])
+    for job in planned.jobs:
+        pipeline = config.pipeline(job.pipeline)
         args = [
             "--source-table",
             pipeline.source_table,
@@ -315,35 +316,31 @@ def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
         ]
         if pipeline.columns:
             args += ["--columns", ",".join(pipeline.columns)]
-        if job["mode"] == FULL_REFRESH:
-            args += ["--full-refresh", "--version", str(job["version"])]
+        if job.mode == FULL_REFRESH:
+            args += ["--full-refresh", "--version", str(job.last)]
         else:
-            args += ["--starting-version", str(job["start"]), "--ending-version", str(job["end"])]
+            args += ["--starting-version", str(job.first), "--ending-version", str(job.last)]
         arguments.append(args + ["--pipeline-id", pipeline.checkpoint_variable])
     return arguments
 
 
-def _belongs(summary: dict[str, Any], job: dict[str, Any], pipeline: CdfPipeline) -> bool:
+def _belongs(summary: CdfSummary, job: CdfJob, pipeline: CdfPipeline) -> bool:
     """The summary is of this job: its range and mode, and the source and target the plan named."""
     from lakefeed.delta import table_location
 
-    if (summary.get("source"), summary.get("target")) != (
+    if (summary.source, summary.target) != (
         table_location(pipeline.source_table),
         table_location(pipeline.target_table),
     ):
         return False
-    if job["mode"] == FULL_REFRESH:
-        return summary.get("mode") == FULL_REFRESH and summary.get("endingVersion") == job["version"]
-    return (
-        summary.get("mode") == CHANGES
-        and summary.get("startingVersion") == job["start"]
-        and summary.get("endingVersion") == job["end"]
-    )
+    if job.mode == FULL_REFRESH:
+        return summary.mode == FULL_REFRESH and summary.ending_version == job.last
+    return summary.mode == CHANGES and (summary.starting_version, summary.ending_version) == (job.first, job.last)
 
 
 def commit(
     stores: dict[str, CheckpointStore],
-    planned: dict[str, Any],
+    planned: CdfPlan,
     outputs: skeleton.JobOutputs,
     run_id: str,
     announced_since: AnnouncedSince = nothing_announced,
@@ -351,14 +348,16 @@ def commit(
 ) -> dict[str, Any]:
     """Per pipeline: move its checkpoint as the run's kind allows (compare-and-set); report; fail if any job failed.
     Works from the plan's configuration only."""
-    config = planned_config(planned)
-    jobs = planned["jobs"]
-    summaries = outputs.credited(jobs, lambda summary, job: _belongs(summary, job, config.pipeline(job["pipeline"])))
+    config = planned.config
+    jobs = planned.jobs
+    summaries = outputs.credited(
+        jobs, CdfSummary, lambda summary, job: _belongs(summary, job, config.pipeline(job.pipeline))
+    )
     voided = _rebuilt_since(jobs, summaries, config, storage)
     summaries = {i: s for i, s in summaries.items() if i not in voided}
-    failed = [job for i, job in enumerate(jobs) if i not in summaries and i not in voided]
+    failed = [to_document(job) for i, job in enumerate(jobs) if i not in summaries and i not in voided]
     report: dict[str, Any] = {
-        "kind": planned["kind"],
+        "kind": planned.kind,
         "pipelines": {},
         "targetsChanged": [],
         "announcementsDeferred": 0,
@@ -366,16 +365,16 @@ def commit(
     refusals: list[CheckpointMismatchError] = []
     # A commit step that fails after some pipelines' checkpoints were written leaves no harm: their
     # ``announced`` marks only ever pass entries that Airflow's events name.
-    for name, plan_of in planned["pipelines"].items():
+    for name, plan_of in planned.pipelines.items():
         with storage.scope(config.pipeline(name).wasb_conn_id):  # its target ledgers with its own connection
             pipeline = config.pipeline(name)
-            mine = [(i, job) for i, job in enumerate(jobs) if job["pipeline"] == name]
+            mine = [(i, job) for i, job in enumerate(jobs) if job.pipeline == name]
             done = {i: summaries[i] for i, _ in mine if i in summaries}
             try:  # a pipeline whose target lost its jobs' commits, or took others' rows, keeps its checkpoint
                 skeleton.credit(
                     done,
-                    plan_of["kind"],
-                    plan_of.get("targetMarks"),
+                    plan_of.kind,
+                    plan_of.target_marks,
                     [pipeline.target_table],
                     pipeline.checkpoint_variable,
                     stores[name].where,
@@ -387,23 +386,19 @@ def commit(
                 refusals.append(exc)
                 applied = stores[name].load().applied_version
                 report["pipelines"][name] = {
-                    "kind": plan_of["kind"],
+                    "kind": plan_of.kind,
                     "jobs": len(mine),
                     "refused": str(exc),
                     "jobsFailed": skeleton.failed_jobs(mine, {*summaries, *voided}, outputs.refused),
                     "appliedBefore": applied,
                     "appliedVersion": applied,
-                    "latestVersion": plan_of["latest"],
+                    "latestVersion": plan_of.latest,
                 }
                 continue
             reported = {
-                (pipeline.target_table, s["targetVersion"]): (
-                    s.get("inserted", 0),
-                    s.get("updated", 0),
-                    s.get("deleted", 0),
-                )
+                (pipeline.target_table, s.target_version): (s.inserted, s.updated, s.deleted)
                 for s in done.values()
-                if (s.get("committed") or s.get("mode") == FULL_REFRESH) and s.get("targetVersion") is not None
+                if (s.committed or s.mode == FULL_REFRESH) and s.target_version is not None
             }
             announcer = skeleton.Announcer(
                 [pipeline.target_table],
@@ -413,21 +408,19 @@ def commit(
                 announced_since=announced_since,
             )
             before, after = stores[name].update(pipeline_change(plan_of, mine, done, pipeline, run_id, announcer.marks))
-            latest = plan_of["latest"]
+            latest = plan_of.latest
             report["pipelines"][name] = {
-                "kind": plan_of["kind"],
+                "kind": plan_of.kind,
                 "jobs": len(mine),
                 "jobsFailed": skeleton.failed_jobs(mine, {*summaries, *voided}, outputs.refused),
-                "jobsVoided": [{**job, "rebuiltAt": voided[i]} for i, job in mine if i in voided],
-                "versions": [
-                    [job.get("start", job.get("version")), job.get("end", job.get("version"))] for _, job in mine
-                ],
-                **skeleton.summed(done.values(), SUMMED),
+                "jobsVoided": [{**to_document(job), "rebuiltAt": voided[i]} for i, job in mine if i in voided],
+                "versions": [[job.first, job.last] for _, job in mine],
+                **skeleton.summed(done.values(), CdfSummary),
                 "appliedBefore": before.applied_version,
                 "appliedVersion": after.applied_version,
                 "checkpointReset": (
                     {"from": before.applied_version, "to": after.applied_version}
-                    if plan_of["kind"] == RESET and not after.same_position(before)
+                    if plan_of.kind == RESET and not after.same_position(before)
                     else None
                 ),
                 "latestVersion": latest,
@@ -446,7 +439,7 @@ def commit(
 
 
 def _rebuilt_since(
-    jobs: list[dict[str, Any]], summaries: dict[int, skeleton.Summary], config: CdfConfig, storage: skeleton.Storage
+    jobs: list[CdfJob], summaries: dict[int, CdfSummary], config: CdfConfig, storage: skeleton.Storage
 ) -> dict[int, int]:
     """Jobs whose work a full refresh of their target replaced after they committed, by job index: the
     target version of the refresh. A refresh (another run, overlapping this one) rebuilds the target from a
@@ -455,50 +448,50 @@ def _rebuilt_since(
     voided = {}
     for index, summary in summaries.items():
         job = jobs[index]
-        if job["mode"] != CHANGES:
+        if job.mode != CHANGES:
             continue
-        pipeline = config.pipeline(job["pipeline"])
+        pipeline = config.pipeline(job.pipeline)
         with storage.scope(pipeline.wasb_conn_id):
-            rebuilt = rebuilt_after(pipeline.target_table, summary.get("targetVersion"), REFRESH_MARKER)
+            rebuilt = rebuilt_after(pipeline.target_table, summary.target_version, REFRESH_MARKER)
         target = pipeline.target_table
         if rebuilt is not None:
             log.warning(
                 "pipeline %s: a full refresh rebuilt %s at version %d after job %d (versions %d..%d) "
                 "committed: not credited, the next run applies them again",
-                job["pipeline"],
+                job.pipeline,
                 target,
                 rebuilt,
                 index,
-                job["start"],
-                job["end"],
+                job.first,
+                job.last,
             )
             voided[index] = rebuilt
     return voided
 
 
 def pipeline_change(
-    plan_of: dict[str, Any],
-    mine: list[tuple[int, dict[str, Any]]],
-    done: dict[int, skeleton.Summary],
+    plan_of: PipelinePlan,
+    mine: list[tuple[int, CdfJob]],
+    done: dict[int, CdfSummary],
     pipeline: CdfPipeline,
     run_id: str,
     announced: Callable[[CdfCheckpoint], dict[str, TableMark]],
 ) -> Callable[[CdfCheckpoint], CdfCheckpoint]:
     """The compare-and-set change of one pipeline's checkpoint (:func:`lakefeed.pipeline.checkpoint_change`)."""
-    kind = plan_of["kind"]
-    source_id = next((s["sourceTableId"] for s in done.values() if s.get("sourceTableId")), plan_of["sourceTableId"])
+    kind = plan_of.kind
+    source_id = next((s.source_table_id for s in done.values() if s.source_table_id), plan_of.source_table_id)
 
     def advance(checkpoint: CdfCheckpoint, announced: dict[str, TableMark]) -> CdfCheckpoint:
         if kind == RESET and not done:
             return checkpoint.moved(announced=announced)
         if kind == RESET:
-            refreshed = max(s["endingVersion"] for s in done.values())
+            refreshed = max(s.ending_version for s in done.values())
             position = position_after(RESET, None, [], set(), origin=refreshed + 1)
         else:
-            ranges = [(job["start"], job["end"] + 1) for _, job in mine]
+            ranges = [(job.first, job.last + 1) for _, job in mine]
             stored = None if checkpoint.applied_version is None else checkpoint.applied_version + 1
             completed = {n for n, (i, _) in enumerate(mine) if i in done}
-            position = position_after(SCHEDULED, stored, ranges, completed, origin=plan_of["origin"])
+            position = position_after(SCHEDULED, stored, ranges, completed, origin=plan_of.origin)
         applied = None if position is None or position == 0 else position - 1
         marks = current_marks([pipeline.target_table]) if done else checkpoint.targets
         return checkpoint.moved(
@@ -531,16 +524,16 @@ class CdfFeed:
         config = self.config()
         loaded = {p.name: self.checkpoints(p, config).load() for p in config.pipelines}
         with self.storage.scope(config.wasb_conn_id):
-            return plan(config, loaded, dict(params), run, self.storage)
+            return to_document(plan(config, loaded, dict(params), run, self.storage))
 
     def job_arguments(self, planned: skeleton.Plan) -> list[list[str]]:
-        return job_arguments(planned)
+        return job_arguments(skeleton.read_plan(CdfPlan, planned))
 
     def job_connections(self, planned: skeleton.Plan) -> list[str | None]:
         """The ``wasb`` connection each job reads and writes with: its pipeline's (the top-level one unless
         the pipeline names its own)."""
-        config = planned_config(planned)
-        return [config.pipeline(job["pipeline"]).wasb_conn_id for job in planned["jobs"]]
+        plan = skeleton.read_plan(CdfPlan, planned)
+        return [plan.config.pipeline(job.pipeline).wasb_conn_id for job in plan.jobs]
 
     def commit(
         self,
@@ -549,7 +542,7 @@ class CdfFeed:
         run_id: str,
         announced_since: AnnouncedSince = nothing_announced,
     ) -> skeleton.Summary:
-        config = planned_config(planned)
-        stores = {p.name: self.checkpoints(p, config) for p in config.pipelines}
-        with self.storage.scope(config.wasb_conn_id):
-            return commit(stores, planned, outputs, run_id, announced_since, self.storage)
+        plan = skeleton.read_plan(CdfPlan, planned)
+        stores = {p.name: self.checkpoints(p, plan.config) for p in plan.config.pipelines}
+        with self.storage.scope(plan.config.wasb_conn_id):
+            return commit(stores, plan, outputs, run_id, announced_since, self.storage)

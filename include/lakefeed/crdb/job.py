@@ -49,7 +49,7 @@ from lakefeed.delta import (
     table_version,
     tagged_write,
 )
-from lakefeed.documents import format_document, snake, to_document
+from lakefeed.documents import format_document, snake
 from lakefeed.errors import FeedCorruptError, refusal_from_worker
 from lakefeed.spark import jvm_location
 from lakefeed.storage import Store
@@ -158,13 +158,13 @@ def run(
                 f"{target_root.rstrip('/')}/{topic}",
             )
             topic_summary.messages = row["messages"]
-            summary.topics[topic] = to_document(topic_summary)
-        for topic in summary.topics.values():
-            summary.inserted += topic["inserted"]
-            summary.updated += topic["updated"]
-            summary.deleted += topic["deleted"]
-            summary.stale_skipped += topic["staleSkipped"]
-            summary.commits_made += topic["targetVersion"] is not None and topic["keysChanged"] > topic["staleSkipped"]
+            summary.topics[topic] = topic_summary
+        for figures in summary.topics.values():
+            summary.inserted += figures.inserted
+            summary.updated += figures.updated
+            summary.deleted += figures.deleted
+            summary.stale_skipped += figures.stale_skipped
+            summary.commits_made += figures.committed
         summary.commits += reported_commit(
             f"{target_root.rstrip('/')}/{LEDGER}", _record_applied(spark, f"{tables}/{LEDGER}", sink_range, metadata)
         )

@@ -29,14 +29,15 @@ from lakefeed import pipeline as skeleton
 from lakefeed.assets import crdb_changes
 from lakefeed.checkpoint import TableMark, verify_definition, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import PROJECT_ROOT, CrdbConfig, as_mapping
+from lakefeed.config import PROJECT_ROOT, CrdbConfig
 from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.crdb.hlc import Hlc
+from lakefeed.crdb.run_plan import CrdbPlan, ResolvedRange
 from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
 from lakefeed.crdb.summary import CrdbSummary
 from lakefeed.delta import table_location
-from lakefeed.documents import counted_keys
+from lakefeed.documents import to_document
 from lakefeed.errors import WindowNotReadyError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "cockroach_changefeed_job.py")
 ORIGIN = Hlc(0, 0)  # the position before the sink's first file
-SUMMED = counted_keys(CrdbSummary)  # the counts of the jobs' summaries a run summary adds up
 RESET_REMEDY = skeleton.reset_remedy(
     "cockroach_changefeed_to_delta",
     "it applies the sink again from its first file into the configured target root and records them",
@@ -61,7 +61,7 @@ def plan(
     run: skeleton.RunContext,
     where: str = "lakefeed_crdb_checkpoint",
     storage: skeleton.Storage = skeleton.LOCAL,
-) -> dict[str, Any]:
+) -> CrdbPlan:
     """The resolved ranges this run applies; refuses a request that cannot be served or a checkpoint that
     does not belong to this sink and these tables."""
     after, through = (Hlc.parse(stamp) if stamp else None for stamp in crdb_request(params))
@@ -114,17 +114,17 @@ def plan(
         starts = [cursor] + ends[:-1]
         batches = list(zip(starts, ends, strict=False))
     newest = max((f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED), default=None)
-    result = {
-        "kind": kind,
-        "batches": [{"after": str(a) if a else None, "through": str(t)} for a, t in batches],
-        "sink": store.identity,
-        "resolvedBefore": checkpoint.resolved,
-        "newestResolved": str(newest) if newest else None,
-        "targetRoot": target_root,
-        "targetMarks": skeleton.plan_marks(kind, tables_under(config.target_root)),
-        "config": as_mapping(config),
-    }
-    log.info("plan: %s", json.dumps(result))
+    result = CrdbPlan(
+        kind=kind,
+        batches=[ResolvedRange(str(a) if a else None, str(t)) for a, t in batches],
+        sink=store.identity,
+        resolved_before=checkpoint.resolved,
+        newest_resolved=str(newest) if newest else None,
+        target_root=target_root,
+        target_marks=skeleton.plan_marks(kind, tables_under(config.target_root)),
+        config=config,
+    )
+    log.info("plan: %s", json.dumps(to_document(result)))
     return result
 
 
@@ -142,22 +142,22 @@ def recorded_root(checkpoint: CrdbCheckpoint) -> str | None:
     return parents.pop() if len(parents) == 1 else None
 
 
-def planned_config(planned: dict[str, Any]) -> CrdbConfig:
+def planned_config(planned: CrdbPlan) -> CrdbConfig:
     """The configuration the run's plan read (never the Variable as it is now)."""
-    return CrdbConfig.from_json(json.dumps(planned["config"]), "the run's plan")
+    return planned.config
 
 
-def job_arguments(planned: dict[str, Any]) -> list[list[str]]:
+def job_arguments(planned: CrdbPlan) -> list[list[str]]:
     """``application_args`` of one spark-submit per batch (the job's command-line contract), from the plan."""
-    config = planned_config(planned)
+    config = planned.config
     arguments = []
-    for _index, batch in enumerate(planned["batches"]):
+    for batch in planned.batches:
         args = ["--sink-root", config.sink_root, "--target-root", config.target_root]
-        if batch["after"]:
-            args += ["--after-resolved", batch["after"]]
+        if batch.after:
+            args += ["--after-resolved", batch.after]
         args += [
             "--through-resolved",
-            batch["through"],
+            batch.through,
             "--late-file-lookback-hours",
             str(config.late_file_lookback_hours),
         ]
@@ -179,41 +179,37 @@ def topic_tables(target_root: str) -> list[str]:
 
 def commit(
     store: CheckpointStore,
-    planned: dict[str, Any],
+    planned: CrdbPlan,
     outputs: skeleton.JobOutputs,
     run_id: str,
     announced_since: AnnouncedSince = nothing_announced,
 ) -> dict[str, Any]:
     """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed.
     Works from the plan's configuration only."""
-    config = planned_config(planned)
-    batches = planned["batches"]
+    config = planned.config
+    batches = planned.batches
     summaries = outputs.credited(
         batches,
+        CrdbSummary,
         lambda s, b: (
-            (s.get("afterResolved"), s.get("throughResolved"), root_of(s.get("targetRoot") or ""))
-            == (b["after"], b["through"], planned["targetRoot"])
+            (s.after_resolved, s.through_resolved, root_of(s.target_root or ""))
+            == (b.after, b.through, planned.target_root)
         ),
     )
-    kind = planned["kind"]
+    kind = planned.kind
     targets_now = tables_under(config.target_root)
     skeleton.credit(
-        summaries, kind, planned.get("targetMarks"), targets_now, config.checkpoint_variable, store.where, RESET_REMEDY
+        summaries, kind, planned.target_marks, targets_now, config.checkpoint_variable, store.where, RESET_REMEDY
     )
-    spans = [(Hlc.parse(b["after"]) if b["after"] else ORIGIN, Hlc.parse(b["through"])) for b in batches]
-    topics = sorted({topic for s in summaries.values() for topic in s.get("topics", {})})
+    spans = [(Hlc.parse(b.after) if b.after else ORIGIN, Hlc.parse(b.through)) for b in batches]
+    topics = sorted({topic for s in summaries.values() for topic in s.topics})
     failed = skeleton.failed_jobs(enumerate(batches), summaries, outputs.refused)
     root = config.target_root.rstrip("/")
     reported = {
-        (f"{root}/{topic}", figures["targetVersion"]): (
-            figures.get("inserted", 0),
-            figures.get("updated", 0),
-            figures.get("deleted", 0),
-        )
+        (f"{root}/{topic}", figures.target_version): (figures.inserted, figures.updated, figures.deleted)
         for s in summaries.values()
-        for topic, figures in s.get("topics", {}).items()
-        if figures.get("targetVersion") is not None  # the job committed (as it counts commitsMade)
-        and figures.get("keysChanged", 0) > figures.get("staleSkipped", 0)
+        for topic, figures in s.topics.items()
+        if figures.committed and figures.target_version is not None
     }
     announcer = skeleton.Announcer(
         topic_tables(config.target_root),
@@ -234,24 +230,24 @@ def commit(
         marks = current_marks(tables) if summaries or kind == RESET else checkpoint.targets
         return checkpoint.moved(
             resolved=None if position in (None, ORIGIN) else str(position),
-            sink=planned["sink"],
+            sink=planned.sink,
             targets=marks,
-            target_root=planned["targetRoot"],
+            target_root=planned.target_root,
             announced=announced,
             updated_by=run_id,
         )
 
     change = skeleton.checkpoint_change(
-        kind, announcer.marks, lambda checkpoint: checkpoint.sink, planned["sink"], advance, "sink"
+        kind, announcer.marks, lambda checkpoint: checkpoint.sink, planned.sink, advance, "sink"
     )
     before, after = store.update(change)
-    newest = planned["newestResolved"]
+    newest = planned.newest_resolved
     report = {
         "kind": kind,
         "batches": len(batches),
         "batchesFailed": failed,
-        **skeleton.summed(summaries.values(), SUMMED),
-        "lateFiles": [f for s in summaries.values() for f in s.get("lateFiles", [])],
+        **skeleton.summed(summaries.values(), CrdbSummary),
+        "lateFiles": [f for s in summaries.values() for f in s.late_files],
         "topics": topics,
         "resolvedBefore": before.resolved,
         "resolved": after.resolved,
@@ -265,4 +261,6 @@ def commit(
     return skeleton.finished(report, failed, len(batches), report["resolved"])
 
 
-STEPS: skeleton.FeedSteps[CrdbConfig] = skeleton.FeedSteps(plan, commit, planned_config, job_arguments)
+STEPS: skeleton.FeedSteps[CrdbConfig, CrdbPlan] = skeleton.FeedSteps(
+    plan, commit, CrdbPlan, planned_config, job_arguments
+)

@@ -23,6 +23,11 @@ class TopicSummary:
     bytes_written: int = 0
     rows_copied: int = 0
 
+    @property
+    def committed(self) -> bool:
+        """The job committed to the topic's table (a MERGE whose every key was stale changes nothing)."""
+        return self.target_version is not None and self.keys_changed > self.stale_skipped
+
 
 @dataclass
 class CrdbSummary:
@@ -38,7 +43,7 @@ class CrdbSummary:
     inserted: int = counted()
     updated: int = counted()
     deleted: int = counted()
-    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    topics: dict[str, TopicSummary] = field(default_factory=dict)
     newest_updated: str | None = None
     resolved_lag_seconds: float = 0.0
     commits_made: int = counted()

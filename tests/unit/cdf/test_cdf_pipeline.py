@@ -17,6 +17,7 @@ from lakefeed.cdf import pipeline as cdf_pipeline
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.config import CdfConfig, CdfPipeline
 from lakefeed.deltalog import DeltaLog
+from lakefeed.documents import to_document
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError
 from lakefeed.pipeline import RunContext
 from lakefeed.storage import Store
@@ -62,12 +63,9 @@ def checkpoints(store):
 
 
 def finish(planned, index, **extra):
-    job = planned["jobs"][index]
-    if job["mode"] == cdf_pipeline.FULL_REFRESH:
-        summary = {"mode": job["mode"], "startingVersion": job["version"], "endingVersion": job["version"]}
-    else:
-        summary = {"mode": job["mode"], "startingVersion": job["start"], "endingVersion": job["end"]}
-    pipeline = cdf_pipeline.planned_config(planned).pipeline(job["pipeline"])
+    job = planned.jobs[index]
+    summary = {"mode": job.mode, "startingVersion": job.first, "endingVersion": job.last, "latestVersion": job.last}
+    pipeline = cdf_pipeline.planned_config(planned).pipeline(job.pipeline)
     summary |= {"source": pipeline.source_table, "target": pipeline.target_table}
     job_outputs(planned).summaries[index] = {**summary, "inserted": 1, **extra}
 
@@ -78,8 +76,11 @@ def commit(config, store, planned, run_id="r"):
 
 def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(config, store):
     planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
-    assert [(j["start"], j["end"]) for j in planned["jobs"]] == [(0, 2), (3, 5), (6, 7)]
-    assert planned["pipelines"]["orders"]["kind"] == "scheduled" and planned["pipelines"]["orders"]["origin"] == 0
+    assert [(j["start"], j["end"]) for j in to_document(planned)["jobs"]] == [(0, 2), (3, 5), (6, 7)]
+    assert (
+        to_document(planned)["pipelines"]["orders"]["kind"] == "scheduled"
+        and to_document(planned)["pipelines"]["orders"]["origin"] == 0
+    )
     for index in range(3):
         finish(planned, index)
     report = commit(config, store, planned)
@@ -107,8 +108,8 @@ def test_first_run_of_a_source_whose_change_feed_came_late_is_a_full_refresh(tmp
         ]
     )
     planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
-    assert planned["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 1}]
-    assert planned["pipelines"]["orders"]["kind"] == "reset"
+    assert to_document(planned)["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 1}]
+    assert to_document(planned)["pipelines"]["orders"]["kind"] == "reset"
     finish(planned, 0)
     commit(config, store, planned)
     assert store.load().applied_version == 1
@@ -121,12 +122,12 @@ def test_a_backfill_before_the_first_run_creates_no_checkpoint(config, store):
         {"pipeline": "orders", "starting_version": 4, "ending_version": 5},
         run("manual__1", "manual"),
     )
-    assert planned["kind"] == "backfill" and [(j["start"], j["end"]) for j in planned["jobs"]] == [(4, 5)]
+    assert planned.kind == "backfill" and [(j["start"], j["end"]) for j in to_document(planned)["jobs"]] == [(4, 5)]
     finish(planned, 0)
     report = commit(config, store, planned)
     assert store.load() == CdfCheckpoint() and report["pipelines"]["orders"]["appliedVersion"] is None
     # ... so the scheduled run after it still starts at version 0.
-    assert cdf_pipeline.plan(config, checkpoints(store), {}, run("s2"))["jobs"][0]["start"] == 0
+    assert to_document(cdf_pipeline.plan(config, checkpoints(store), {}, run("s2")))["jobs"][0]["start"] == 0
 
 
 def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_version(config, store):
@@ -140,12 +141,14 @@ def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_
     planned = cdf_pipeline.plan(
         config, checkpoints(store), {"full_refresh": True, "ending_version": 3}, run("manual__2", "manual")
     )
-    assert planned["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 3}]
+    assert to_document(planned)["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 3}]
     finish(planned, 0, sourceTableId=store.load().source_id)
     report = commit(config, store, planned)
     assert store.load().applied_version == 3
     assert report["pipelines"]["orders"]["checkpointReset"] == {"from": 7, "to": 3}
-    assert [(j["start"], j["end"]) for j in cdf_pipeline.plan(config, checkpoints(store), {}, run("s"))["jobs"]] == [
+    assert [
+        (j["start"], j["end"]) for j in to_document(cdf_pipeline.plan(config, checkpoints(store), {}, run("s")))["jobs"]
+    ] == [
         (4, 6),
         (7, 7),
     ]
@@ -178,7 +181,7 @@ def test_ranges_a_full_refresh_replaced_after_they_committed_are_not_credited(co
     source_id = DeltaLog(Store(config.pipelines[0].source_table)).table_id()
     store.update(lambda cp: cp.moved(applied_version=1, source_id=source_id, source=config.pipelines[0].source_table))
     planned = cdf_pipeline.plan(config, checkpoints(store), {}, run("scheduled__2"))
-    assert [(j["start"], j["end"]) for j in planned["jobs"]] == [(2, 4), (5, 7)]
+    assert [(j["start"], j["end"]) for j in to_document(planned)["jobs"]] == [(2, 4), (5, 7)]
     target_commit(config, startingVersion=2, endingVersion=4)  # target v0: job 0's MERGE
     finish(planned, 0, targetVersion=0, sourceTableId=source_id)
     if merged_after_refresh:
@@ -236,7 +239,7 @@ def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(config, st
     finish(refresh, 0, sourceTableId=DeltaLog(Store(source)).table_id())
     commit(config, store, refresh)
     assert store.load().applied_version == 2 and store.load().source_id == DeltaLog(Store(source)).table_id()
-    assert cdf_pipeline.plan(config, checkpoints(store), {}, run("s3"))["jobs"] == []
+    assert to_document(cdf_pipeline.plan(config, checkpoints(store), {}, run("s3")))["jobs"] == []
 
 
 def test_a_checkpoint_ahead_of_the_source_or_of_another_source_is_refused(config, store):
@@ -286,14 +289,17 @@ def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interv
         return datetime.fromtimestamp(delta_log.commit_timestamp(version) / 1000, tz=UTC)
 
     planned = cdf_pipeline.plan(config, checkpoints(store), {}, run("backfill__1", "backfill", moment(2), moment(6)))
-    assert planned["kind"] == "backfill" and [(j["start"], j["end"]) for j in planned["jobs"]] == [(2, 4), (5, 5)]
+    assert planned.kind == "backfill" and [(j["start"], j["end"]) for j in to_document(planned)["jobs"]] == [
+        (2, 4),
+        (5, 5),
+    ]
     empty = cdf_pipeline.plan(
         config,
         checkpoints(store),
         {},
         run("b2", "backfill", datetime(2020, 1, 1, tzinfo=UTC), datetime(2020, 1, 2, tzinfo=UTC)),
     )
-    assert empty["jobs"] == []
+    assert empty.jobs == []
     finish(planned, 0)
     finish(planned, 1)
     commit(config, store, planned)
@@ -313,7 +319,7 @@ def test_changed_keys_or_columns_are_refused_naming_old_and_new_until_a_full_ref
     from dataclasses import replace
 
     planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
-    for index in range(len(planned["jobs"])):
+    for index in range(len(to_document(planned)["jobs"])):
         finish(planned, index)
     commit(config, store, planned)
     assert (store.load().keys, store.load().columns) == (("id",), None)
@@ -405,7 +411,7 @@ def test_a_commit_step_that_fails_after_one_pipelines_checkpoint_leaves_its_entr
     )
     other = file_store(tmp_path / "cp", CdfCheckpoint, "b")
     planned = cdf_pipeline.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
-    for index, _job in enumerate(planned["jobs"]):
+    for index, _job in enumerate(to_document(planned)["jobs"]):
         finish(planned, index)
     target_commit(config, pipelineId="lakefeed_cdf_checkpoint__orders", startingVersion=0, endingVersion=2)
 
@@ -440,7 +446,7 @@ def test_a_pipeline_whose_target_lost_its_jobs_commits_keeps_its_checkpoint_and_
     other = file_store(tmp_path / "cp", CdfCheckpoint, "b")
     planned = cdf_pipeline.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
     variables = {"orders": "lakefeed_cdf_checkpoint__orders", "b": "lakefeed_cdf_checkpoint__b"}
-    for index, job in enumerate(planned["jobs"]):
+    for index, job in enumerate(to_document(planned)["jobs"]):
         target = two.pipeline(job["pipeline"]).target_table
         token = f"job-{index}"
         write_deltalake(

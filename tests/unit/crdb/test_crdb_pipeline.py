@@ -16,6 +16,7 @@ from lakefeed.config import CrdbConfig
 from lakefeed.crdb import pipeline as crdb_pipeline
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.crdb.hlc import Hlc
+from lakefeed.documents import to_document
 from lakefeed.errors import CheckpointMismatchError, ConfigError, WindowNotReadyError
 from lakefeed.pipeline import RunContext
 from lakefeed_airflow.triggers import ResolvedTimestampTrigger
@@ -49,13 +50,13 @@ def store(tmp_path):
 
 
 def finish(planned, index):
-    batch = planned["batches"][index]
+    batch = planned.batches[index]
     summary = {
-        "afterResolved": batch["after"],
-        "throughResolved": batch["through"],
+        "afterResolved": batch.after,
+        "throughResolved": batch.through,
         "messagesRead": 10,
         "topics": {},
-        "targetRoot": planned["targetRoot"],
+        "targetRoot": planned.target_root,
     }
     job_outputs(planned).summaries[index] = summary
 
@@ -63,20 +64,20 @@ def finish(planned, index):
 def test_scheduled_runs_take_resolved_files_in_batches_from_the_first_file(config, store, sink):
     planned = crdb_pipeline.plan(config, store.load(), {}, run())
     r = sink.resolved
-    assert planned["batches"] == [{"after": None, "through": r[1]}, {"after": r[1], "through": r[3]}]
-    assert planned["newestResolved"] == r[-1] and planned["sink"].startswith("file://")
+    assert to_document(planned)["batches"] == [{"after": None, "through": r[1]}, {"after": r[1], "through": r[3]}]
+    assert planned.newest_resolved == r[-1] and planned.sink.startswith("file://")
     args = crdb_pipeline.job_arguments(planned)
     assert "--after-resolved" not in args[0] and args[1][4:8] == ["--after-resolved", r[1], "--through-resolved", r[3]]
     finish(planned, 1)  # the first batch failed: nothing may move past it
     with pytest.raises(RuntimeError, match="1 of 2 batch"):
         crdb_pipeline.commit(store, planned, job_outputs(planned), "r1")
-    assert store.load().resolved is None and store.load().sink == planned["sink"]
+    assert store.load().resolved is None and store.load().sink == planned.sink
     finish(planned, 0)
     report = crdb_pipeline.commit(store, planned, job_outputs(planned), "r1 retry")
     assert store.load().resolved == r[3] and report["checkpointMoved"]
     assert report["lagSeconds"] == (Hlc.parse(r[-1]).wall - Hlc.parse(r[3]).wall) / 1e9
     nxt = crdb_pipeline.plan(config, store.load(), {}, run("scheduled__2"))
-    assert nxt["batches"][0] == {"after": r[3], "through": r[5]}
+    assert to_document(nxt)["batches"][0] == {"after": r[3], "through": r[5]}
 
 
 def test_a_backfill_is_exactly_its_range_and_never_moves_the_checkpoint(config, store, sink):
@@ -84,7 +85,7 @@ def test_a_backfill_is_exactly_its_range_and_never_moves_the_checkpoint(config, 
     planned = crdb_pipeline.plan(
         config, store.load(), {"after_resolved": r[0], "through_resolved": r[2]}, run("m", "manual")
     )
-    assert planned["kind"] == "backfill" and planned["batches"] == [{"after": r[0], "through": r[2]}]
+    assert planned.kind == "backfill" and to_document(planned)["batches"] == [{"after": r[0], "through": r[2]}]
     finish(planned, 0)
     crdb_pipeline.commit(store, planned, job_outputs(planned), "m")
     assert store.load() == CrdbCheckpoint()
@@ -106,14 +107,14 @@ def test_an_airflow_backfill_run_takes_the_resolved_ranges_of_its_interval(confi
         return datetime.fromtimestamp(stamp.wall / 1e9, tz=UTC)
 
     planned = crdb_pipeline.plan(config, store.load(), {}, run("b", "backfill", moment(r[1]), moment(r[3])))
-    assert planned["batches"] == [{"after": str(r[1]), "through": str(r[2])}]
+    assert to_document(planned)["batches"] == [{"after": str(r[1]), "through": str(r[2])}]
     before = crdb_pipeline.plan(
         config,
         store.load(),
         {},
         run("b", "backfill", datetime(2020, 1, 1, tzinfo=UTC), datetime(2020, 1, 1, 1, tzinfo=UTC)),
     )
-    assert before["batches"] == []
+    assert before.batches == []
 
 
 def test_a_checkpoint_of_another_sink_is_refused_until_a_reset(config, store, sink):
@@ -121,7 +122,7 @@ def test_a_checkpoint_of_another_sink_is_refused_until_a_reset(config, store, si
     with pytest.raises(CheckpointMismatchError, match="belongs to the feed azure://acct/feeds/crdb.*reset_checkpoint"):
         crdb_pipeline.plan(config, other, {}, run())
     planned = crdb_pipeline.plan(config, other, {"reset_checkpoint": True}, run("m", "manual"))
-    assert planned["kind"] == "reset" and planned["batches"][0]["after"] is None
+    assert planned.kind == "reset" and planned.batches[0].after is None
 
 
 def first_event(trigger):
@@ -156,7 +157,7 @@ def test_the_trigger_serializes_exactly_and_fires_on_a_newer_resolved_file(confi
 
 def test_a_moved_target_root_is_refused_naming_both_and_a_reset_records_the_new(config, store, sink):
     planned = crdb_pipeline.plan(config, store.load(), {}, run())
-    for index in range(len(planned["batches"])):
+    for index in range(len(planned.batches)):
         finish(planned, index)
     crdb_pipeline.commit(store, planned, job_outputs(planned), "r1")
     assert store.load().target_root == config.target_root
@@ -168,7 +169,7 @@ def test_a_moved_target_root_is_refused_naming_both_and_a_reset_records_the_new(
     ):
         crdb_pipeline.plan(moved, store.load(), {}, run("r2"))
     planned = crdb_pipeline.plan(moved, store.load(), {"reset_checkpoint": True}, run("r3"))
-    assert planned["targetRoot"] == moved.target_root and "--target-root" in crdb_pipeline.job_arguments(planned)[0]
+    assert planned.target_root == moved.target_root and "--target-root" in crdb_pipeline.job_arguments(planned)[0]
     # A checkpoint written before targetRoot was recorded: its topic tables' folder is the root it was made with.
     legacy = CrdbCheckpoint(resolved=sink.resolved[0], targets={})
     assert crdb_pipeline.recorded_root(legacy) is None
