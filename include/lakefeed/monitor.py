@@ -11,13 +11,17 @@ every figure on the page comes from these rows.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from lakefeed.azure import REDACTION_REGEX
+
+log = logging.getLogger(__name__)
 
 REDACTED = "***"
 _SECRET_VALUE = re.compile(r"(?i)((?:sig|accountkey|sharedaccesssignature|password|secret)=)[^&;\s'\"]+")
@@ -111,89 +115,42 @@ def outcome_of(state: str, reported: bool, skipped: bool, reason: Explanation | 
     return state
 
 
-def _span(values: list[str]) -> str | None:
+def span(values: list[str]) -> str | None:
+    """A run's applied positions for people: the one, or the first … the last (how many)."""
     if not values:
         return None
     return values[0] if len(values) == 1 else f"{values[0]} … {values[-1]} ({len(values)})"
 
 
-def blob_row(base: dict[str, Any], report: dict[str, Any] | None) -> RunRow:
-    """A blob change feed run: windows applied, records read, events claimed, strays, duplicates,
-    events inserted and state rows inserted/updated."""
-    if not report:
-        return RunRow(**base)
-    windows = report.get("windowsApplied")  # reports written before it: the windows of the changes announced
-    if windows is None:
-        windows = sorted({w for change in report.get("targetsChanged", []) for w in change["extra"].get("windows", [])})
-    batches = report.get("batches")
-    applied = _span(windows) or (
-        f"{report.get('windowsPlanned', 0)} window(s) in {batches} batch(es)" if batches is not None else None
-    )
-    return RunRow(
-        **base,
-        kind=report.get("kind"),
-        applied=applied,
-        read=report.get("recordsRead"),
-        claimed=report.get("eventsClaimed"),
-        strays=report.get("strays"),
-        duplicates=report.get("duplicatesRemoved"),
-        inserted=_sum(report, "eventsInserted", "stateInserted"),
-        updated=report.get("stateUpdated"),
-        deleted=0 if "eventsInserted" in report else None,
-        sparkSeconds=report.get("sparkSeconds"),
-        lag=report.get("lagHours"),
-        failedBatches=report.get("batchesFailed", []),
-        targetsChanged=report.get("targetsChanged", []),
-    )
-
-
-def cdf_row(base: dict[str, Any], report: dict[str, Any] | None, pipeline: str) -> RunRow:
-    """One CDF pipeline's part of a run: version ranges, change rows read, rows inserted/updated/deleted."""
-    mine = (report or {}).get("pipelines", {}).get(pipeline)
-    if not mine:
-        return RunRow(**base)
-    assert report is not None  # ``mine`` comes from it
-    applied = _span([f"{a}..{b}" if a != b else f"{a}" for a, b in mine.get("versions", [])])
-    return RunRow(
-        **base,
-        kind=mine.get("kind"),
-        applied=applied,
-        read=mine.get("rowsRead"),
-        inserted=mine.get("inserted"),
-        updated=mine.get("updated"),
-        deleted=mine.get("deleted"),
-        sparkSeconds=mine.get("sparkSeconds"),
-        lag=mine.get("lagVersions"),
-        failedBatches=mine.get("jobsFailed", []),
-        targetsChanged=[c for c in report.get("targetsChanged", []) if c["extra"].get("pipeline") == f"cdf:{pipeline}"],
-    )
-
-
-def crdb_row(base: dict[str, Any], report: dict[str, Any] | None) -> RunRow:
-    """A CockroachDB run: resolved span, messages read, duplicates dropped, rows inserted/updated/deleted."""
-    if not report:
-        return RunRow(**base)
-    before, after = report.get("resolvedBefore"), report.get("resolved")
-    applied = f"{before or 'first file'} → {after}" if after and after != before else None
-    return RunRow(
-        **base,
-        kind=report.get("kind"),
-        applied=applied,
-        read=report.get("messagesRead"),
-        duplicates=report.get("duplicatesDropped"),
-        inserted=report.get("inserted"),
-        updated=report.get("updated"),
-        deleted=report.get("deleted"),
-        sparkSeconds=report.get("sparkSeconds"),
-        lag=report.get("lagSeconds"),
-        failedBatches=report.get("batchesFailed", []),
-        targetsChanged=report.get("targetsChanged", []),
-    )
-
-
-def _sum(report: dict[str, Any], *keys: str) -> int | None:
+def total(report: dict[str, Any], *keys: str) -> int | None:
+    """The sum of the figures ``keys`` a run summary reports (None when it reports none of them)."""
     present = [report[k] for k in keys if report.get(k) is not None]
     return sum(present) if present else None
+
+
+def figures_row(
+    base: dict[str, Any],
+    report: dict[str, Any],
+    applied: str | None,
+    figures: Mapping[str, tuple[str, ...]],
+    failed: str = "batchesFailed",
+    targets_changed: list[dict[str, Any]] | None = None,
+    **fixed: Any,
+) -> RunRow:
+    """A run's row from its run summary (``report``): ``figures`` names, for each figure of the row, the
+    summary's counts it adds up (:func:`total`); the kind, Spark time, failed jobs (``failed``) and changed
+    targets are every feed's; ``fixed`` are figures the feed computes itself."""
+    counts: dict[str, Any] = {name: total(report, *keys) for name, keys in figures.items()}
+    return RunRow(
+        **base,
+        kind=report.get("kind"),
+        applied=applied,
+        sparkSeconds=report.get("sparkSeconds"),
+        failedBatches=report.get(failed, []),
+        targetsChanged=report.get("targetsChanged", []) if targets_changed is None else targets_changed,
+        **counts,
+        **fixed,
+    )
 
 
 @dataclass(frozen=True)
@@ -354,3 +311,63 @@ def safe_config(config: dict[str, Any]) -> dict[str, Any]:
             value = safe_config(value)
         shown[key] = redact(value)
     return shown
+
+
+# -- a card: one pipeline, as every feed describes it (``lakefeed.<feed>.monitoring``) --
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What the monitor shows of one pipeline, as its feed describes it: the checkpoint and the position it
+    records, the source's position and the lag between them, and how a run summary becomes a row. The
+    reads are callables the card makes once each, guarded: a source that cannot be read now is shown as
+    that card's error, not the page's."""
+
+    key: str  # the card's id on the page
+    title: str
+    config: dict[str, Any]  # shown through safe_config
+    load_checkpoint: Callable[[], Any]  # the checkpoint (a lakefeed.checkpoint.Moves), read from its Variable
+    checkpoint_label: str
+    recorded: Callable[[Any], Any]  # checkpoint → the position it records, for people (None: none yet)
+    position_label: str
+    read_position: Callable[[Any], Any]  # the recorded position → the source's position now (JVM-free)
+    lag_unit: str
+    lag: Callable[[Any, Any], Any]  # (source position, recorded position) → the lag in lag_unit
+    row: Callable[[dict[str, Any], dict[str, Any] | None], RunRow]  # (run_base, run summary) → the run's row
+
+
+def guarded(read: Callable[[], Any]) -> tuple[Any, str | None]:
+    """``(value, None)``, or ``(None, message)`` when it cannot be read now (the message redacted)."""
+    try:
+        return read(), None
+    except Exception as exc:
+        message = redact(f"{type(exc).__name__}: {exc}")
+        log.warning("monitor: %s", message)
+        return None, message
+
+
+def card(watched: Watched, dag_id: str, runs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> dict[str, Any]:
+    """The card of one pipeline: its checkpoint and source read now, and the rows of ``runs`` (the DAG's
+    latest runs, newest first, each as :func:`run_base` and its run summary or None)."""
+    checkpoint, error = guarded(watched.load_checkpoint)
+    recorded = watched.recorded(checkpoint) if checkpoint is not None else None
+    position, source_error = guarded(lambda: watched.read_position(recorded))
+    rows = [watched.row(base, report) for base, report in runs]
+    shown = [row.to_dict() for row in rows]
+    return {
+        "key": watched.key,
+        "dagId": dag_id,
+        "title": watched.title,
+        "config": safe_config(watched.config),
+        "checkpoint": {
+            "label": watched.checkpoint_label,
+            "value": recorded,
+            "document": json.loads(checkpoint.to_json()) if checkpoint is not None else None,
+        },
+        "source": {"label": watched.position_label, "value": position, "error": source_error},
+        "lag": lag_of(watched.lag_unit, position, recorded, watched.lag),
+        "error": error,
+        "runs": shown,
+        "health": health(rows),
+        "failedBatches": [{"runId": r["runId"], **b} for r in shown for b in r["failedBatches"]],
+    }

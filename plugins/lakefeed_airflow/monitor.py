@@ -7,54 +7,36 @@ errors through :func:`lakefeed.monitor.redact`). The figures themselves come fro
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakefeed.monitor import (
-    RunRow,
-    blob_row,
-    cdf_row,
-    crdb_row,
+    card,
     explain,
+    guarded,
     health,
-    lag_of,
     outcome_of,
-    redact,
     run_base,
     run_purpose,
-    safe_config,
 )
 from lakefeed_airflow.runs import FAILURE_KEY, REFUSAL_KEY
+
+if TYPE_CHECKING:
+    from lakefeed_airflow.feeds import Wired
 
 log = logging.getLogger(__name__)
 
 RUNS_SHOWN = 20
-BLOB_DAG, CDF_DAG, CRDB_DAG = "blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"
 
 
-@dataclass(frozen=True)
-class DagFacts:
-    """What the monitor must know of a lakefeed DAG: the task whose XCom is the run summary, the params
-    that name a range (a run with them is a backfill) and the control that re-initialises the pipeline."""
+def wired(dag_id: str) -> Wired:
+    """The lakefeed DAG ``dag_id`` as :mod:`lakefeed_airflow.feeds` wires it."""
+    from lakefeed_airflow.feeds import WIRED
 
-    commit_task: str
-    range_params: tuple[str, ...]
-    reset: str
-
-
-def dag_facts(dag_id: str) -> DagFacts:
-    from lakefeed_airflow import feeds
-
-    return {
-        BLOB_DAG: DagFacts(feeds.BLOB_COMMIT_TASK_ID, ("window_start", "window_end"), "Reset the checkpoint"),
-        CDF_DAG: DagFacts(feeds.CDF_COMMIT_TASK_ID, ("starting_version", "ending_version"), "Full refresh"),
-        CRDB_DAG: DagFacts(feeds.CRDB_COMMIT_TASK_ID, ("after_resolved", "through_resolved"), "Reset the checkpoint"),
-    }[dag_id]
+    return next(w for w in WIRED if w.dag_id == dag_id)
 
 
 def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, Any], dict | None]]:
@@ -67,7 +49,7 @@ def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, An
     from airflow.utils.session import create_session
     from sqlalchemy import and_, or_, select
 
-    facts = dag_facts(dag_id)
+    facts = wired(dag_id)
     with create_session() as session:
         runs = session.scalars(
             select(DagRun).where(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).limit(limit)
@@ -151,163 +133,22 @@ def _as_report(value: Any) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _guarded(read: Callable[[], Any]) -> tuple[Any, str | None]:
-    """``(value, None)``, or ``(None, message)`` when the source cannot be read now (shown, redacted)."""
-    try:
-        return read(), None
-    except Exception as exc:
-        log.warning("monitor: %s", redact(f"{type(exc).__name__}: {exc}"))
-        return None, redact(f"{type(exc).__name__}: {exc}")
-
-
-def _card(
-    *,
-    key: str,
-    dag_id: str,
-    title: str,
-    config: dict,
-    checkpoint: dict,
-    position: dict,
-    lag: dict,
-    rows: list[RunRow],
-    error: str | None,
-) -> dict[str, Any]:
-    runs = [row.to_dict() for row in rows]
-    return {
-        "key": key,
-        "dagId": dag_id,
-        "title": title,
-        "config": safe_config(config),
-        "checkpoint": checkpoint,
-        "source": position,
-        "lag": lag,
-        "error": error,
-        "runs": runs,
-        "health": health(rows),
-        "failedBatches": [{"runId": r["runId"], **b} for r in runs for b in r["failedBatches"]],
-    }
-
-
-def _hours_between(later: str, earlier: str) -> float:
-    from lakefeed.blob.timegrid import HOUR
-    from lakefeed.times import parse_time
-
-    return round((parse_time(later) - parse_time(earlier)) / HOUR, 2)
-
-
-def blob_card() -> dict[str, Any]:
-    from lakefeed.blob.feed import ChangeFeed
-    from lakefeed.times import format_time
-    from lakefeed_airflow.settings import blob_checkpoint_store, blob_config
-    from lakefeed_airflow.wasb_feed import feed_store
-
-    config = blob_config(orm=True)
-    checkpoint, error = _guarded(lambda: blob_checkpoint_store(config, orm=True).load())
-    last_consumable, source_error = _guarded(
-        lambda: ChangeFeed(feed_store(config.feed_root, config.wasb_conn_id)).last_consumable()
-    )
-    watermark = format_time(checkpoint.watermark) if checkpoint and checkpoint.watermark else None
-    consumable = format_time(last_consumable) if last_consumable else None
-    return _card(
-        key="blob",
-        dag_id=BLOB_DAG,
-        title="Azure Blob change feed → Delta",
-        config=dataclasses.asdict(config),
-        checkpoint={
-            "label": "watermark",
-            "value": watermark,
-            "document": json.loads(checkpoint.to_json()) if checkpoint else None,
-        },
-        position={"label": "lastConsumable", "value": consumable, "error": source_error},
-        lag=lag_of("hours", consumable, watermark, _hours_between),
-        rows=[blob_row(base, report) for base, report in recent_runs(BLOB_DAG)],
-        error=error,
-    )
-
-
-def cdf_cards() -> list[dict[str, Any]]:
-    from lakefeed.deltalog import DeltaLog
-    from lakefeed_airflow.settings import cdf_checkpoint_store, cdf_config
-    from lakefeed_airflow.wasb_feed import location_store
-
-    config = cdf_config(orm=True)
-    runs = recent_runs(CDF_DAG)
-    cards = []
-    for pipeline in config.pipelines:
-        checkpoint, error = _guarded(lambda: cdf_checkpoint_store(pipeline, config, orm=True).load())  # noqa: B023
-        latest, source_error = _guarded(
-            lambda: DeltaLog(location_store(pipeline.source_table, pipeline.wasb_conn_id)).latest_version()  # noqa: B023
-        )
-        applied = checkpoint.applied_version if checkpoint else None
-        cards.append(
-            _card(
-                key=f"cdf:{pipeline.name}",
-                dag_id=CDF_DAG,
-                title=f"Delta CDF {pipeline.name} → Delta",
-                config=dataclasses.asdict(pipeline),
-                checkpoint={
-                    "label": "applied version",
-                    "value": applied,
-                    "document": json.loads(checkpoint.to_json()) if checkpoint else None,
-                },
-                position={"label": "latest version", "value": latest, "error": source_error},
-                lag=lag_of("versions", latest, applied, lambda a, b: a - b),
-                rows=[cdf_row(base, report, pipeline.name) for base, report in runs],
-                error=error,
-            )
-        )
-    return cards
-
-
-def crdb_card() -> dict[str, Any]:
-    from lakefeed.crdb.hlc import Hlc
-    from lakefeed.crdb.sink import RESOLVED, list_sink
-    from lakefeed_airflow.settings import crdb_checkpoint_store, crdb_config
-    from lakefeed_airflow.wasb_feed import feed_store
-
-    config = crdb_config(orm=True)
-    checkpoint, error = _guarded(lambda: crdb_checkpoint_store(config, orm=True).load())
-    resolved = checkpoint.resolved if checkpoint else None
-
-    def newest_resolved() -> str | None:
-        since = Hlc.parse(resolved) if resolved else None
-        found = [
-            f.timestamp
-            for f in list_sink(feed_store(config.sink_root, config.wasb_conn_id), since)
-            if f.kind == RESOLVED
-        ]
-        return str(max(found)) if found else None
-
-    newest, source_error = _guarded(newest_resolved)
-    return _card(
-        key="cockroach",
-        dag_id=CRDB_DAG,
-        title="CockroachDB changefeed → Delta",
-        config=dataclasses.asdict(config),
-        checkpoint={
-            "label": "resolved",
-            "value": resolved,
-            "document": json.loads(checkpoint.to_json()) if checkpoint else None,
-        },
-        position={"label": "newest RESOLVED", "value": newest, "error": source_error},
-        lag=lag_of("seconds", newest, resolved, lambda a, b: round((Hlc.parse(a).wall - Hlc.parse(b).wall) / 1e9, 3)),
-        rows=[crdb_row(base, report) for base, report in recent_runs(CRDB_DAG)],
-        error=error,
-    )
+def _cards(dag_id: str) -> list[dict[str, Any]]:
+    watched = wired(dag_id).watched()
+    runs = recent_runs(dag_id)
+    return [card(one, dag_id, runs) for one in watched]
 
 
 def overview(readable: Callable[[str], bool] = lambda dag_id: True) -> dict[str, Any]:
     """The card of every configured pipeline whose DAG's runs ``readable(dag_id)`` allows (a config that
     cannot be read is shown as that card's error); nothing is read for a pipeline that is not shown."""
+    from lakefeed_airflow.feeds import WIRED
+
     cards: list[dict[str, Any]] = []
-    for key, dag_id, build in (
-        ("blob", BLOB_DAG, lambda: [blob_card()]),
-        ("cdf", CDF_DAG, cdf_cards),
-        ("cockroach", CRDB_DAG, lambda: [crdb_card()]),
-    ):
+    for key, dag_id in ((w.key, w.dag_id) for w in WIRED):
         if not readable(dag_id):
             continue
-        built, error = _guarded(build)
+        built, error = guarded(lambda: _cards(dag_id))  # noqa: B023
         cards.extend(
             built
             or [

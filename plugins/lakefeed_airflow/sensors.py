@@ -25,10 +25,8 @@ from airflow.sdk import BaseSensorOperator, Context
 from lakefeed_airflow.triggers import (
     ChangeFeedReadyTrigger,
     DeltaVersionTrigger,
+    FeedReadinessTrigger,
     ResolvedTimestampTrigger,
-    feed_readiness,
-    resolved_readiness,
-    sources_behind,
 )
 
 # The run types that wait for new data. A manual run (the Trigger button, `airflow dags test`) is asked for
@@ -65,12 +63,20 @@ class _PollingSensor(BaseSensorOperator):
         self.timeout_seconds = timeout_seconds
         self.deferrable = deferrable
 
-    def _check(self) -> tuple[bool, dict[str, Any]]:
-        """(ready, details): reads the checkpoint and the source; raises a Refusal when they do not match."""
+    trigger_class: type[FeedReadinessTrigger]  # what a deferred wait polls, and what the sensor checks first
+
+    def _watch(self) -> dict[str, Any]:
+        """What the trigger polls, from the checkpoint (the feed's ``watch``); raises a Refusal when the
+        checkpoint does not match the configuration."""
         raise NotImplementedError
 
-    def _trigger(self, deadline: str):
-        raise NotImplementedError
+    def _check(self) -> tuple[bool, dict[str, Any]]:
+        """(ready, details): reads the checkpoint and the source; raises a Refusal when they do not match."""
+        self._watched = self._watch()
+        return self.trigger_class.check(self._watched)
+
+    def _trigger(self, deadline: str) -> Any:
+        return self.trigger_class(**self._watched, deadline=deadline, poke_interval=self.poke_interval)
 
     def _checked(self) -> tuple[bool, dict[str, Any]]:
         from airflow.sdk.exceptions import AirflowFailException
@@ -170,33 +176,22 @@ class ChangeFeedReadySensor(_PollingSensor):
         self.start_from = start_from
         self.targets = targets
 
-    def _trigger_arguments(self) -> dict[str, Any]:
+    trigger_class = ChangeFeedReadyTrigger
+
+    def _watch(self) -> dict[str, Any]:
         from lakefeed.blob.checkpoint import BlobCheckpoint
-        from lakefeed.blob.pipeline import RESET_REMEDY
-        from lakefeed.targets import verify_targets
-        from lakefeed.times import format_time
+        from lakefeed.blob.readiness import watch
         from lakefeed_airflow.settings import VariableCell
 
         cell = VariableCell(self.checkpoint_variable)
-        checkpoint = BlobCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
-        targets = json.loads(self.targets) if isinstance(self.targets, str) else self.targets
-        verify_targets(checkpoint.targets, targets, f"Variable {cell.name}", RESET_REMEDY)
-        return {
-            "feed_root": self.feed_root,
-            "wasb_conn_id": _none_if_blank(self.wasb_conn_id),
-            "watermark": format_time(checkpoint.watermark) if checkpoint.watermark else None,
-            "last_consumable_seen": format_time(checkpoint.last_consumable) if checkpoint.last_consumable else None,
-            "start_from": _none_if_blank(self.start_from),
-            "feed_identity": checkpoint.feed,
-            "checkpoint_variable": self.checkpoint_variable,
-        }
-
-    def _check(self) -> tuple[bool, dict[str, Any]]:
-        self._arguments = self._trigger_arguments()
-        return feed_readiness(**self._arguments)
-
-    def _trigger(self, deadline: str) -> ChangeFeedReadyTrigger:
-        return ChangeFeedReadyTrigger(**self._arguments, deadline=deadline, poke_interval=self.poke_interval)
+        return watch(
+            BlobCheckpoint.from_json(cell.get(), f"Variable {cell.name}"),
+            json.loads(self.targets) if isinstance(self.targets, str) else self.targets,
+            feed_root=self.feed_root,
+            wasb_conn_id=_none_if_blank(self.wasb_conn_id),
+            start_from=_none_if_blank(self.start_from),
+            checkpoint_variable=self.checkpoint_variable,
+        )
 
 
 class DeltaVersionSensor(_PollingSensor):
@@ -217,45 +212,19 @@ class DeltaVersionSensor(_PollingSensor):
         super().__init__(**kwargs)
         self.sources = sources
 
-    def _trigger_sources(self) -> list[dict[str, Any]]:
+    trigger_class = DeltaVersionTrigger
+
+    def _watch(self) -> dict[str, Any]:
         from lakefeed.cdf.checkpoint import CdfCheckpoint
-        from lakefeed.cdf.pipeline import refresh_remedy, verify_definition_of
-        from lakefeed.targets import verify_targets
+        from lakefeed.cdf.readiness import watch
         from lakefeed_airflow.settings import VariableCell
-        from lakefeed_airflow.wasb_feed import connection_scope
+        from lakefeed_airflow.wasb_feed import AIRFLOW_STORAGE
 
         watched = []
         for source in json.loads(self.sources) if isinstance(self.sources, str) else self.sources:
             cell = VariableCell(source["checkpoint_variable"])
-            checkpoint = CdfCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
-            with connection_scope(source.get("wasb_conn_id")):
-                verify_targets(
-                    checkpoint.targets,
-                    {"target": source["target_table"]},
-                    f"Variable {cell.name}",
-                    refresh_remedy(source["name"]),
-                )
-            if "keys" in source:
-                verify_definition_of(
-                    source["name"], checkpoint, source["keys"], source.get("columns"), f"Variable {cell.name}"
-                )
-            watched.append(
-                {key: source[key] for key in ("name", "source_table", "checkpoint_variable")}
-                | {
-                    "applied_version": checkpoint.applied_version,
-                    "source_table_id": checkpoint.source_id,
-                    "wasb_conn_id": source.get("wasb_conn_id"),
-                }
-            )
-        return watched
-
-    def _check(self) -> tuple[bool, dict[str, Any]]:
-        self._sources = self._trigger_sources()
-        behind = sources_behind(self._sources)
-        return bool(behind), {"behind": behind}
-
-    def _trigger(self, deadline: str) -> DeltaVersionTrigger:
-        return DeltaVersionTrigger(sources=self._sources, deadline=deadline, poke_interval=self.poke_interval)
+            watched.append(watch(CdfCheckpoint.from_json(cell.get(), f"Variable {cell.name}"), source, AIRFLOW_STORAGE))
+        return {"sources": watched}
 
 
 class ResolvedTimestampSensor(_PollingSensor):
@@ -294,38 +263,18 @@ class ResolvedTimestampSensor(_PollingSensor):
         self.wasb_conn_id = wasb_conn_id
         self.target_root = target_root
 
-    def _check(self) -> tuple[bool, dict[str, Any]]:
-        from lakefeed.checkpoint import verify_definition
+    trigger_class = ResolvedTimestampTrigger
+
+    def _watch(self) -> dict[str, Any]:
         from lakefeed.crdb.checkpoint import CrdbCheckpoint
-        from lakefeed.crdb.pipeline import RESET_REMEDY, recorded_root, root_of
-        from lakefeed.targets import verify_targets
+        from lakefeed.crdb.readiness import watch
         from lakefeed_airflow.settings import VariableCell
 
         cell = VariableCell(self.checkpoint_variable)
-        checkpoint = CrdbCheckpoint.from_json(cell.get(), f"Variable {cell.name}")
-        target_root = _none_if_blank(self.target_root)
-        if target_root:
-            verify_definition(
-                "target_root",
-                recorded_root(checkpoint),
-                root_of(target_root),
-                f"Variable {cell.name}",
-                RESET_REMEDY,
-            )
-        verify_targets(
-            checkpoint.targets,
-            {f"topic {t.rsplit('/', 1)[-1]}": t for t in checkpoint.targets},
-            f"Variable {cell.name}",
-            RESET_REMEDY,
+        return watch(
+            CrdbCheckpoint.from_json(cell.get(), f"Variable {cell.name}"),
+            sink_root=self.sink_root,
+            wasb_conn_id=_none_if_blank(self.wasb_conn_id),
+            target_root=_none_if_blank(self.target_root),
+            checkpoint_variable=self.checkpoint_variable,
         )
-        self._arguments = {
-            "sink_root": self.sink_root,
-            "wasb_conn_id": _none_if_blank(self.wasb_conn_id),
-            "resolved": checkpoint.resolved,
-            "sink_identity": checkpoint.sink,
-            "checkpoint_variable": self.checkpoint_variable,
-        }
-        return resolved_readiness(**self._arguments)
-
-    def _trigger(self, deadline: str) -> ResolvedTimestampTrigger:
-        return ResolvedTimestampTrigger(**self._arguments, deadline=deadline, poke_interval=self.poke_interval)

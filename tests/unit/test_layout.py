@@ -88,3 +88,29 @@ def test_sensors_and_triggers_depend_on_the_library_not_on_the_wired_feeds() -> 
         for name in ("sensors.py", "triggers.py", "trigger_check.py", "pipeline_dag.py", "operators.py")
     }
     assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+# The parts every feed package has, and what the skeleton, the sensors and the monitor call in each.
+FEED_PARTS = {
+    "checkpoint": (),
+    "pipeline": ("plan", "commit", "job_arguments", "planned_config"),
+    "run_plan": (),
+    "summary": (),
+    "readiness": ("watch", "ready"),
+    "monitoring": ("watched",),
+    "job": (),
+    "transforms": (),
+}
+
+
+@pytest.mark.parametrize("feed", FEEDS)
+def test_every_feed_package_has_the_same_parts(feed: str) -> None:
+    missing = []
+    for part, names in FEED_PARTS.items():
+        path = LIBRARY / feed / f"{part}.py"
+        if not path.exists():
+            missing.append(part)
+            continue
+        defined = {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+        missing += [f"{part}.{name}" for name in names if name not in defined]
+    assert missing == []

@@ -2,10 +2,10 @@
 
 from datetime import UTC, datetime
 
+from lakefeed.blob.monitoring import run_row as blob_row
+from lakefeed.cdf.monitoring import run_row as cdf_row
+from lakefeed.crdb.monitoring import run_row as crdb_row
 from lakefeed.monitor import (
-    blob_row,
-    cdf_row,
-    crdb_row,
     explain,
     health,
     lag_of,
