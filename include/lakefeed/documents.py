@@ -7,7 +7,8 @@ a job's summary file) their keys are camelCase, the names the monitor, the docs 
 pipeline's configuration) brings its own form. A stored record declares ``DOCUMENT_VERSION`` and a field
 ``version``: a document of a newer version is refused, one without a version is read as version 1. A field
 marked :func:`counted` is one of the counts a commit step adds up over its jobs (:func:`counted_keys`); one
-marked :func:`optional` is left out of the document while it is None.
+marked :func:`optional` is left out of the document while it is None; one made by :func:`totals` (a run's
+counts, added up over its jobs' summaries) stands in the document as keys of its own.
 
 >>> from dataclasses import dataclass
 >>> @dataclass
@@ -49,10 +50,12 @@ __all__ = [
     "optional",
     "snake",
     "to_document",
+    "totals",
 ]
 
 _COUNTED = "lakefeed.counted"
 _OPTIONAL = "lakefeed.optional"
+_TOTALS = "lakefeed.totals"
 T = TypeVar("T")
 
 
@@ -77,6 +80,13 @@ def optional() -> Any:
     return dataclasses.field(default=None, metadata={_OPTIONAL: True})
 
 
+def totals(summary_type: type) -> dict[str, Any]:
+    """The metadata of a ``dict[str, int]`` field holding the :func:`counted` figures of ``summary_type``
+    added up, by field name (a run summary's totals of its jobs' summaries): in the document they stand
+    beside the record's own keys. ``field(default_factory=dict, metadata=totals(RunSummary))``."""
+    return {_TOTALS: summary_type}
+
+
 def counted_fields(cls: type) -> tuple[str, ...]:
     """The names of ``cls``'s :func:`counted` fields, in declaration order."""
     return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(_COUNTED))
@@ -89,11 +99,14 @@ def counted_keys(cls: type) -> tuple[str, ...]:
 
 def to_document(record: Any) -> dict[str, Any]:
     """A dataclass as its JSON document: camelCase keys, nested dataclasses as documents too."""
-    return {
-        camel(f.name): _plain(value)
-        for f in dataclasses.fields(record)
-        if not ((value := getattr(record, f.name)) is None and f.metadata.get(_OPTIONAL))
-    }
+    document: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if f.metadata.get(_TOTALS):
+            document.update({camel(name): count for name, count in value.items()})
+        elif not (value is None and f.metadata.get(_OPTIONAL)):
+            document[camel(f.name)] = _plain(value)
+    return document
 
 
 def _plain(value: Any) -> Any:
@@ -128,6 +141,14 @@ def from_document(cls: type[T], document: Any, where: str) -> T:
     hints = typing.get_type_hints(cls)
     values = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # cls is a dataclass
+        summary_type = f.metadata.get(_TOTALS)
+        if summary_type is not None:
+            values[f.name] = {
+                name: _typed(int, document[camel(name)], where, camel(name))
+                for name in counted_fields(summary_type)
+                if camel(name) in document
+            }
+            continue
         key = camel(f.name)
         if key not in document:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

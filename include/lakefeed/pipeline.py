@@ -21,11 +21,11 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Se
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from lakefeed.checkpoint import TableMark
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.documents import camel, counted_fields, from_document, to_document
+from lakefeed.documents import counted_fields, from_document, to_document
 from lakefeed.errors import CheckpointMismatchError, ConfigError, DocumentError
 from lakefeed.ledger import (
     AnnouncedSince,
@@ -59,6 +59,7 @@ __all__ = [
     "Plan",
     "RefusedWithReport",
     "RunContext",
+    "RunReport",
     "Storage",
     "Summary",
     "announced_report",
@@ -81,6 +82,20 @@ __all__ = [
 
 Plan = dict[str, Any]  # a run's plan document as it crosses to the later tasks (XCom), from the feed's typed plan
 Summary = dict[str, Any]  # what a commit step reports of the run (JSON: its XCom, the monitor's card)
+
+
+@dataclass(kw_only=True)
+class RunReport:
+    """What a commit step reports of its run (its XCom, the run summary the monitor's rows read); each feed's
+    report adds its figures (``lakefeed.<feed>.summary``). Serialised by :mod:`lakefeed.documents`."""
+
+    DOCUMENT_VERSION: ClassVar[int] = 1
+
+    version: int = DOCUMENT_VERSION
+    kind: str  # scheduled, backfill or reset (lakefeed.progress)
+    spark_seconds: float = 0.0  # the Spark time its jobs reported
+    targets_changed: list[dict[str, Any]] = field(default_factory=list)  # its asset events (lakefeed.assets)
+    announcements_deferred: int = 0  # ledger entries found that a later commit step announces instead
 
 
 class JobSummary(Protocol):
@@ -433,9 +448,9 @@ def checkpoint_change(
 
 def summed(summaries: Iterable[SummaryT], summary_type: type[SummaryT]) -> dict[str, int]:
     """The jobs' counts (the :func:`~lakefeed.documents.counted` fields of ``summary_type``), added up, by
-    their document keys."""
+    field name (a report's :func:`~lakefeed.documents.totals`)."""
     rows = list(summaries)
-    return {camel(name): sum(getattr(s, name) for s in rows) for name in counted_fields(summary_type)}
+    return {name: sum(getattr(s, name) for s in rows) for name in counted_fields(summary_type)}
 
 
 def spark_seconds(summaries: Iterable[JobSummary]) -> float:
@@ -515,18 +530,22 @@ class OneCheckpointFeed(Generic[ConfigT, PlanT]):
             return self.steps.commit(self.checkpoints(config), plan, outputs, run_id, announced_since)
 
 
-def announced_report(summaries: Iterable[JobSummary], announcer: Announcer, targets_changed: list[Any]) -> Summary:
-    """The part of a run summary every feed reports alike: Spark time, the asset events of the targets the
-    run changed, and how many ledger entries a later commit step announces instead."""
+def announced_report(
+    summaries: Iterable[JobSummary], announcer: Announcer, targets_changed: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The :class:`RunReport` figures every feed reports alike: Spark time, the asset events of the targets
+    the run changed, and how many ledger entries a later commit step announces instead."""
     return {
-        "sparkSeconds": spark_seconds(summaries),
-        "targetsChanged": targets_changed,
-        "announcementsDeferred": announcer.deferred,
+        "spark_seconds": spark_seconds(summaries),
+        "targets_changed": targets_changed,
+        "announcements_deferred": announcer.deferred,
     }
 
 
-def finished(report: Summary, failed: list[dict[str, Any]], total: int, position: str | None) -> Summary:
-    """Log the run summary; fail the commit step (keeping the summary) when any of the ``total`` jobs failed."""
-    log.info("run summary: %s", json.dumps(report, indent=2))
-    fail_if_any_failed(failed, total, position, report)
-    return report
+def finished(report: RunReport, failed: list[dict[str, Any]], total: int, position: str | None) -> Summary:
+    """Log the run summary; fail the commit step (keeping the summary) when any of the ``total`` jobs failed.
+    Returns the summary's document."""
+    document = to_document(report)
+    log.info("run summary: %s", json.dumps(document, indent=2))
+    fail_if_any_failed(failed, total, position, document)
+    return document

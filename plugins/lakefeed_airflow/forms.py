@@ -74,15 +74,23 @@ SINGLE_RUN_ONLY = (
 
 
 def adopt_targets_param(what: str) -> Param:
-    return Param(
-        False,
-        type="boolean",
-        title="Adopt existing targets",
-        description=f"Merge into {what} although they hold rows this pipeline did not write (another "
+    return flag_param(
+        "Adopt existing targets",
+        f"Merge into {what} although they hold rows this pipeline did not write (another "
         f"tool's, or this pipeline's under another checkpoint Variable): with an empty "
         f"checkpoint, any such rows; afterwards, rows changed since the checkpoint recorded "
         f"the table. Without it such a run is refused.",
     )
+
+
+def flag_param(title: str, description: str) -> Param:
+    """A yes/no param, off unless the person triggering the run turns it on."""
+    return Param(False, type="boolean", title=title, description=description)
+
+
+def range_param(title: str, description: str, kind: str = "string") -> Param:
+    """One end of a range a run re-processes; empty for a normal run."""
+    return Param(None, type=["null", kind], title=title, description=description)
 
 
 def blob_params(grid_minute: int | None) -> dict[str, Param]:
@@ -95,32 +103,23 @@ def blob_params(grid_minute: int | None) -> dict[str, Param]:
     example = f"2026-01-01T00:{grid_minute if grid_minute is not None else 10:02d}:00Z"
     hint = f"ISO-8601 UTC on the feed's hourly grid: {on_grid}. Example: {example}."
     return {
-        "window_start": Param(
-            None,
-            type=["null", "string"],
-            title="Backfill from (window start)",
-            description=f"Re-process the windows from this one on. Leave empty for a normal "
+        "window_start": range_param(
+            "Backfill from (window start)",
+            f"Re-process the windows from this one on. Leave empty for a normal "
             f"run. Give window_end too. {hint} {SINGLE_RUN_ONLY}",
         ),
-        "window_end": Param(
-            None,
-            type=["null", "string"],
-            title="Backfill until (exclusive)",
-            description=f"The first window not to re-process; after window_start. {hint}",
+        "window_end": range_param(
+            "Backfill until (exclusive)", f"The first window not to re-process; after window_start. {hint}"
         ),
-        "reset_checkpoint": Param(
-            False,
-            type="boolean",
-            title="Reset the checkpoint",
-            description="Forget the checkpoint and ingest from the feed's first window (or "
+        "reset_checkpoint": flag_param(
+            "Reset the checkpoint",
+            "Forget the checkpoint and ingest from the feed's first window (or "
             "start_from) into the configured targets, recording the feed and "
             "targets anew: the way on after the feed or a target was replaced.",
         ),
-        "acknowledge_data_loss": Param(
-            False,
-            type="boolean",
-            title="Acknowledge data loss",
-            description="Go on past change feed segments or chunk files that retention "
+        "acknowledge_data_loss": flag_param(
+            "Acknowledge data loss",
+            "Go on past change feed segments or chunk files that retention "
             "deleted before they were read. A run without it stops naming "
             "the windows that may be missing events; with it, the run "
             "applies what remains and its summary records the windows given "
@@ -141,24 +140,19 @@ def cdf_params(pipelines: list[str] | None) -> dict[str, Param]:
             description="The configured pipeline to backfill or refresh; empty for a normal run "
             "(needed for a range or a full refresh when several are configured).",
         ),
-        "starting_version": Param(
-            None,
-            type=["null", "integer"],
-            title="Starting version (inclusive)",
-            description=f"Re-apply source versions from this one; give ending_version too. {SINGLE_RUN_ONLY}",
+        "starting_version": range_param(
+            "Starting version (inclusive)",
+            f"Re-apply source versions from this one; give ending_version too. {SINGLE_RUN_ONLY}",
+            "integer",
         ),
-        "ending_version": Param(
-            None,
-            type=["null", "integer"],
-            title="Ending version (inclusive)",
-            description="Last source version to re-apply; with full_refresh, the snapshot "
-            "version (default: the latest).",
+        "ending_version": range_param(
+            "Ending version (inclusive)",
+            "Last source version to re-apply; with full_refresh, the snapshot version (default: the latest).",
+            "integer",
         ),
-        "full_refresh": Param(
-            False,
-            type="boolean",
-            title="Full refresh",
-            description="Rebuild the target from a snapshot of the source (at ending_version, "
+        "full_refresh": flag_param(
+            "Full refresh",
+            "Rebuild the target from a snapshot of the source (at ending_version, "
             "default the latest) and set the checkpoint to exactly that version, "
             "even when it was ahead: the next run applies the versions after it.",
         ),
@@ -172,25 +166,18 @@ def crdb_params() -> dict[str, Param]:
         "1714751617108996000.0000000000 (the run summaries show resolved and newestResolved)."
     )
     return {
-        "after_resolved": Param(
-            None,
-            type=["null", "string"],
-            title="Backfill after (RESOLVED)",
-            description=f"Re-apply the files after this RESOLVED file (empty: from the sink's "
+        "after_resolved": range_param(
+            "Backfill after (RESOLVED)",
+            f"Re-apply the files after this RESOLVED file (empty: from the sink's "
             f"first file). Give through_resolved too. {hint}",
         ),
-        "through_resolved": Param(
-            None,
-            type=["null", "string"],
-            title="Backfill through (RESOLVED)",
-            description=f"Re-apply the files up to this RESOLVED file. Leave empty for a normal "
-            f"run. {hint} {SINGLE_RUN_ONLY}",
+        "through_resolved": range_param(
+            "Backfill through (RESOLVED)",
+            f"Re-apply the files up to this RESOLVED file. Leave empty for a normal run. {hint} {SINGLE_RUN_ONLY}",
         ),
-        "reset_checkpoint": Param(
-            False,
-            type="boolean",
-            title="Reset the checkpoint",
-            description="Forget the checkpoint and apply the sink from its first file, "
+        "reset_checkpoint": flag_param(
+            "Reset the checkpoint",
+            "Forget the checkpoint and apply the sink from its first file, "
             "recording the sink and tables anew: the way on after the sink moved or "
             "a topic table was replaced.",
         ),

@@ -13,13 +13,13 @@ import pytest
 
 from lakefeed.blob.run_plan import BlobPlan
 from lakefeed.blob.schedule import Batch
-from lakefeed.blob.summary import RunSummary
+from lakefeed.blob.summary import BlobRunReport, RunSummary
 from lakefeed.cdf.run_plan import CdfJob, CdfPlan, PipelinePlan
-from lakefeed.cdf.summary import CdfSummary
+from lakefeed.cdf.summary import CdfPipelineReport, CdfRunReport, CdfSummary
 from lakefeed.checkpoint import TableMark
 from lakefeed.config import BlobPipelineConfig, CdfConfig, CrdbConfig
 from lakefeed.crdb.run_plan import CrdbPlan, ResolvedRange
-from lakefeed.crdb.summary import CrdbSummary, TopicSummary
+from lakefeed.crdb.summary import CrdbRunReport, CrdbSummary, TopicSummary
 from lakefeed.documents import from_document, optional, to_document
 from lakefeed.errors import ConfigError, DocumentError
 from lakefeed.times import parse_time
@@ -73,6 +73,52 @@ RECORDS = [
     RunSummary(windows=["2026-01-01T00:10:00Z"], last_consumable="2026-01-01T03:10:00Z", segments=[], chunk_files=3),
     CrdbSummary(after_resolved=None, through_resolved="1.0", topics={"users": TopicSummary(inserted=2)}),
     CdfSummary(source="/s", target="/t", starting_version=0, ending_version=2, latest_version=2, inserted=1),
+    BlobRunReport(
+        kind="scheduled",
+        windows_planned=2,
+        batches=1,
+        totals={"records_read": 7, "events_inserted": 3},
+        last_consumable=parse_time("2026-01-01T03:10Z"),
+        grid_minute=10,
+        watermark_before=None,
+        watermark=parse_time("2026-01-01T02:10Z"),
+        checkpoint_moved=True,
+        spark_seconds=1.5,
+    ),
+    CrdbRunReport(
+        kind="reset",
+        batches=2,
+        batches_failed=[{"after": None, "through": "1.0", "refused": "FeedCorruptError: x"}],
+        totals={"messages_read": 9},
+        resolved_before="1.0",
+        resolved=None,
+        newest_resolved="2.0",
+        checkpoint_moved=False,
+    ),
+    CdfRunReport(
+        kind="scheduled",
+        pipelines={
+            "orders": CdfPipelineReport(
+                kind="scheduled",
+                jobs=1,
+                versions=[[0, 2]],
+                totals={"rows_read": 4},
+                applied_before=None,
+                applied_version=2,
+                latest_version=2,
+                lag_versions=0,
+                spark_seconds=2.0,
+            ),
+            "gone": CdfPipelineReport(
+                kind="scheduled",
+                jobs=0,
+                refused="CheckpointMismatchError: x",
+                applied_before=1,
+                applied_version=1,
+                latest_version=3,
+            ),
+        },
+    ),
 ]
 
 
@@ -93,6 +139,16 @@ def test_documents_keep_the_wire_names_and_leave_out_unset_optional_fields():
         "mode": "full-refresh",
         "version": 7,
     }
+
+
+def test_a_run_report_keeps_its_totals_beside_its_own_keys_as_the_monitor_reads_them():
+    blob = to_document(RECORDS[6])
+    assert blob["recordsRead"] == 7 and blob["eventsInserted"] == 3 and "totals" not in blob
+    assert blob["watermark"] == "2026-01-01T02:10:00Z" and blob["sparkSeconds"] == 1.5 and blob["version"] == 1
+    cdf = to_document(RECORDS[8])["pipelines"]
+    assert cdf["orders"]["rowsRead"] == 4 and cdf["orders"]["checkpointReset"] is None
+    assert cdf["gone"]["refused"].startswith("CheckpointMismatchError") and "rowsRead" not in cdf["gone"]
+    assert "refused" not in cdf["orders"] and "sparkSeconds" not in cdf["gone"]
 
 
 def test_a_plan_made_before_a_key_existed_reads_with_its_default():

@@ -41,7 +41,7 @@ from lakefeed.blob.schedule import (
     interval_windows,
     pending_windows,
 )
-from lakefeed.blob.summary import RunSummary
+from lakefeed.blob.summary import BlobRunReport, RunSummary
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.checkpoint import TableMark, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
@@ -297,24 +297,24 @@ def commit(
         kind, announcer.marks, lambda checkpoint: checkpoint.feed, planned.feed, advance
     )
     before, after = store.update(change)
-    report = {
-        "kind": kind,
-        "windowsPlanned": planned.windows,
-        "batches": len(batches),
-        "batchesFailed": failed,
-        **skeleton.summed(summaries.values(), RunSummary),
-        "lastConsumable": format_time(last_consumable),
-        "gridMinute": planned.grid_minute,
-        "watermarkBefore": format_time(before.watermark) if before.watermark else None,
-        "watermark": format_time(after.watermark) if after.watermark else None,
-        "checkpointMoved": not after.same_position(before),
-        "windowsApplied": sorted({w for s in summaries.values() for w in s.windows}),
-        "dataLossAcknowledged": data_loss,
-        "missingShards": [shard for i in sorted(summaries) for shard in summaries[i].missing_shards],
-        "lagHours": ((last_consumable - after.watermark) / HOUR) if after.watermark else None,
+    report = BlobRunReport(
+        kind=kind,
+        windows_planned=planned.windows,
+        batches=len(batches),
+        batches_failed=failed,
+        totals=skeleton.summed(summaries.values(), RunSummary),
+        last_consumable=last_consumable,
+        grid_minute=planned.grid_minute,
+        watermark_before=before.watermark,
+        watermark=after.watermark,
+        checkpoint_moved=not after.same_position(before),
+        windows_applied=sorted({w for s in summaries.values() for w in s.windows}),
+        data_loss_acknowledged=data_loss,
+        missing_shards=[shard for i in sorted(summaries) for shard in summaries[i].missing_shards],
+        lag_hours=((last_consumable - after.watermark) / HOUR) if after.watermark else None,
         **skeleton.announced_report(summaries.values(), announcer, blob_changes(announcer.entries, events, state)),
-    }
-    return skeleton.finished(report, failed, len(batches), report["watermark"])
+    )
+    return skeleton.finished(report, failed, len(batches), _time_text(after.watermark))
 
 
 STEPS: skeleton.FeedSteps[BlobPipelineConfig, BlobPlan] = skeleton.FeedSteps(

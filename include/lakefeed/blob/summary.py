@@ -4,9 +4,11 @@ step): counts, the targets and the commits it made. Serialised by :mod:`lakefeed
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from lakefeed.documents import counted, to_document
+from lakefeed.documents import counted, to_document, totals
+from lakefeed.pipeline import RunReport
 
 
 @dataclass
@@ -46,3 +48,22 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return to_document(self)
+
+
+@dataclass(kw_only=True)
+class BlobRunReport(RunReport):
+    """What a blob change feed run's commit step reports (its XCom, the monitor's row)."""
+
+    windows_planned: int
+    batches: int
+    batches_failed: list[dict[str, Any]] = field(default_factory=list)  # the plan's batches, each with its refusal
+    totals: dict[str, int] = field(default_factory=dict, metadata=totals(RunSummary))  # the jobs' counts, added up
+    last_consumable: datetime
+    grid_minute: int
+    watermark_before: datetime | None
+    watermark: datetime | None
+    checkpoint_moved: bool
+    windows_applied: list[str] = field(default_factory=list)
+    data_loss_acknowledged: dict[str, Any] | None = None
+    missing_shards: list[dict[str, str]] = field(default_factory=list)
+    lag_hours: float | None = None

@@ -38,7 +38,7 @@ from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.cdf.log import cdf_enabled
 from lakefeed.cdf.run_plan import CHANGES, FULL_REFRESH, CdfJob, CdfPlan, PipelinePlan
 from lakefeed.cdf.schedule import VersionRange, pending_ranges, split_range
-from lakefeed.cdf.summary import CdfSummary
+from lakefeed.cdf.summary import CdfPipelineReport, CdfRunReport, CdfSummary
 from lakefeed.checkpoint import TableMark, verify_definition, verify_table
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline
@@ -356,12 +356,7 @@ def commit(
     voided = _rebuilt_since(jobs, summaries, config, storage)
     summaries = {i: s for i, s in summaries.items() if i not in voided}
     failed = [to_document(job) for i, job in enumerate(jobs) if i not in summaries and i not in voided]
-    report: dict[str, Any] = {
-        "kind": planned.kind,
-        "pipelines": {},
-        "targetsChanged": [],
-        "announcementsDeferred": 0,
-    }
+    report = CdfRunReport(kind=planned.kind)
     refusals: list[CheckpointMismatchError] = []
     # A commit step that fails after some pipelines' checkpoints were written leaves no harm: their
     # ``announced`` marks only ever pass entries that Airflow's events name.
@@ -385,15 +380,15 @@ def commit(
                 log.error("pipeline %s: %s", name, exc)
                 refusals.append(exc)
                 applied = stores[name].load().applied_version
-                report["pipelines"][name] = {
-                    "kind": plan_of.kind,
-                    "jobs": len(mine),
-                    "refused": str(exc),
-                    "jobsFailed": skeleton.failed_jobs(mine, {*summaries, *voided}, outputs.refused),
-                    "appliedBefore": applied,
-                    "appliedVersion": applied,
-                    "latestVersion": plan_of.latest,
-                }
+                report.pipelines[name] = CdfPipelineReport(
+                    kind=plan_of.kind,
+                    jobs=len(mine),
+                    refused=str(exc),
+                    jobs_failed=skeleton.failed_jobs(mine, {*summaries, *voided}, outputs.refused),
+                    applied_before=applied,
+                    applied_version=applied,
+                    latest_version=plan_of.latest,
+                )
                 continue
             reported = {
                 (pipeline.target_table, s.target_version): (s.inserted, s.updated, s.deleted)
@@ -409,33 +404,33 @@ def commit(
             )
             before, after = stores[name].update(pipeline_change(plan_of, mine, done, pipeline, run_id, announcer.marks))
             latest = plan_of.latest
-            report["pipelines"][name] = {
-                "kind": plan_of.kind,
-                "jobs": len(mine),
-                "jobsFailed": skeleton.failed_jobs(mine, {*summaries, *voided}, outputs.refused),
-                "jobsVoided": [{**to_document(job), "rebuiltAt": voided[i]} for i, job in mine if i in voided],
-                "versions": [[job.first, job.last] for _, job in mine],
-                **skeleton.summed(done.values(), CdfSummary),
-                "appliedBefore": before.applied_version,
-                "appliedVersion": after.applied_version,
-                "checkpointReset": (
+            report.pipelines[name] = CdfPipelineReport(
+                kind=plan_of.kind,
+                jobs=len(mine),
+                jobs_failed=skeleton.failed_jobs(mine, {*summaries, *voided}, outputs.refused),
+                jobs_voided=[{**to_document(job), "rebuiltAt": voided[i]} for i, job in mine if i in voided],
+                versions=[[job.first, job.last] for _, job in mine],
+                totals=skeleton.summed(done.values(), CdfSummary),
+                applied_before=before.applied_version,
+                applied_version=after.applied_version,
+                checkpoint_reset=(
                     {"from": before.applied_version, "to": after.applied_version}
                     if plan_of.kind == RESET and not after.same_position(before)
                     else None
                 ),
-                "latestVersion": latest,
-                "lagVersions": (latest - after.applied_version) if after.applied_version is not None else None,
-                "sparkSeconds": skeleton.spark_seconds(done.values()),
-            }
-            report["targetsChanged"].extend(cdf_changes(name, pipeline.target_table, announcer.entries))
-            report["announcementsDeferred"] += announcer.deferred
-    log.info("run summary: %s", json.dumps(report, indent=2))
+                latest_version=latest,
+                lag_versions=(latest - after.applied_version) if after.applied_version is not None else None,
+                spark_seconds=skeleton.spark_seconds(done.values()),
+            )
+            report.targets_changed.extend(cdf_changes(name, pipeline.target_table, announcer.entries))
+            report.announcements_deferred += announcer.deferred
+    report.spark_seconds = skeleton.spark_seconds(summaries.values())
+    positions = json.dumps({name: p.applied_version for name, p in report.pipelines.items()})
     if refusals:
-        raise skeleton.RefusedWithReport(" ".join(map(str, refusals)), report)
-    skeleton.fail_if_any_failed(
-        failed, len(jobs), json.dumps({n: r["appliedVersion"] for n, r in report["pipelines"].items()}), report
-    )
-    return report
+        document = to_document(report)
+        log.info("run summary: %s", json.dumps(document, indent=2))
+        raise skeleton.RefusedWithReport(" ".join(map(str, refusals)), document)
+    return skeleton.finished(report, failed, len(jobs), positions)
 
 
 def _rebuilt_since(

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakefeed.documents import counted, to_document
+from lakefeed.documents import counted, optional, to_document, totals
+from lakefeed.pipeline import RunReport
 
 
 @dataclass
@@ -37,3 +38,29 @@ class CdfSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return to_document(self)
+
+
+@dataclass(kw_only=True)
+class CdfPipelineReport:
+    """One pipeline's part of a CDF run's report."""
+
+    kind: str
+    jobs: int
+    refused: str | None = optional()  # why its commit step kept its checkpoint (its targets changed under it)
+    jobs_failed: list[dict[str, Any]] = field(default_factory=list)  # the plan's jobs, each with its refusal
+    jobs_voided: list[dict[str, Any]] = field(default_factory=list)  # applied, then rebuilt by a full refresh
+    versions: list[list[int]] = field(default_factory=list)  # [first, last] of each job
+    totals: dict[str, int] = field(default_factory=dict, metadata=totals(CdfSummary))  # its jobs' counts, added up
+    applied_before: int | None
+    applied_version: int | None
+    checkpoint_reset: dict[str, int | None] | None = None  # {"from", "to"} when a reset moved the checkpoint
+    latest_version: int
+    lag_versions: int | None = None
+    spark_seconds: float | None = optional()
+
+
+@dataclass(kw_only=True)
+class CdfRunReport(RunReport):
+    """What a Delta CDF run's commit step reports (its XCom, the monitor's rows), per pipeline."""
+
+    pipelines: dict[str, CdfPipelineReport] = field(default_factory=dict)

@@ -35,7 +35,7 @@ from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.run_plan import CrdbPlan, ResolvedRange
 from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
-from lakefeed.crdb.summary import CrdbSummary
+from lakefeed.crdb.summary import CrdbRunReport, CrdbSummary
 from lakefeed.delta import table_location
 from lakefeed.documents import to_document
 from lakefeed.errors import WindowNotReadyError
@@ -242,23 +242,23 @@ def commit(
     )
     before, after = store.update(change)
     newest = planned.newest_resolved
-    report = {
-        "kind": kind,
-        "batches": len(batches),
-        "batchesFailed": failed,
-        **skeleton.summed(summaries.values(), CrdbSummary),
-        "lateFiles": [f for s in summaries.values() for f in s.late_files],
-        "topics": topics,
-        "resolvedBefore": before.resolved,
-        "resolved": after.resolved,
-        "newestResolved": newest,
-        "checkpointMoved": not after.same_position(before),
-        "lagSeconds": round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
+    report = CrdbRunReport(
+        kind=kind,
+        batches=len(batches),
+        batches_failed=failed,
+        totals=skeleton.summed(summaries.values(), CrdbSummary),
+        late_files=[f for s in summaries.values() for f in s.late_files],
+        topics=topics,
+        resolved_before=before.resolved,
+        resolved=after.resolved,
+        newest_resolved=newest,
+        checkpoint_moved=not after.same_position(before),
+        lag_seconds=round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
         if newest and after.resolved
         else None,
         **skeleton.announced_report(summaries.values(), announcer, crdb_changes(announcer.entries)),
-    }
-    return skeleton.finished(report, failed, len(batches), report["resolved"])
+    )
+    return skeleton.finished(report, failed, len(batches), after.resolved)
 
 
 STEPS: skeleton.FeedSteps[CrdbConfig, CrdbPlan] = skeleton.FeedSteps(

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakefeed.documents import counted, to_document
+from lakefeed.documents import counted, to_document, totals
+from lakefeed.pipeline import RunReport
 
 
 @dataclass
@@ -53,3 +54,19 @@ class CrdbSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return to_document(self)
+
+
+@dataclass(kw_only=True)
+class CrdbRunReport(RunReport):
+    """What a CockroachDB changefeed run's commit step reports (its XCom, the monitor's row)."""
+
+    batches: int
+    batches_failed: list[dict[str, Any]] = field(default_factory=list)  # the plan's ranges, each with its refusal
+    totals: dict[str, int] = field(default_factory=dict, metadata=totals(CrdbSummary))  # the jobs' counts, added up
+    late_files: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    resolved_before: str | None
+    resolved: str | None
+    newest_resolved: str | None
+    checkpoint_moved: bool
+    lag_seconds: float | None = None
