@@ -67,11 +67,11 @@ def test_one_pass_equals_the_truth_and_a_replay_writes_nothing(spark, tmp_path):
     summary = apply(spark, tmp_path / "sink", tmp_path / "lake", None, truth.resolved[-1])
     assert_matches_truth(spark, tmp_path / "lake", truth)
     assert summary.messages_read == truth.messages and summary.duplicates_dropped >= truth.duplicates - 2
-    assert summary.topics["customers"]["addedColumns"] == [] and summary.commits_made == 2
+    assert summary.topics["customers"].added_columns == [] and summary.commits_made == 2
     before = versions(spark, tmp_path / "lake")
     again = apply(spark, tmp_path / "sink", tmp_path / "lake", None, truth.resolved[-1])
     assert versions(spark, tmp_path / "lake") == before  # nothing committed: every change is stale
-    assert again.stale_skipped == sum(t["keysChanged"] for t in again.topics.values()) and again.commits_made == 0
+    assert again.stale_skipped == sum(t.keys_changed for t in again.topics.values()) and again.commits_made == 0
 
 
 def test_resolved_ranges_in_any_order_and_replayed_equal_one_pass(spark, tmp_path):
