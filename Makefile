@@ -24,7 +24,7 @@ check: setup
 		mypy plugins spark_jobs dags include/lakefeed_testing
 
 test: setup check
-	$(ENV) python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=25
+	$(ENV) python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=40
 
 test-unit: setup
 	$(ENV) python -m pytest tests -m "not integration"

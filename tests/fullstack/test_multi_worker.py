@@ -42,8 +42,9 @@ from tests.airflow_env import assert_each_entry_announced_once, progress
 from tests.fullstack.services import (
     airflow,
     airflow_services,
+    dag_parsed,
+    dag_runs,
     free_port,
-    json_lines,
     metadata_rows,
     postgres,
     service_env,
@@ -64,12 +65,13 @@ JOB = "blob_changefeed_job.py"
 WORKERS = ("worker-a", "worker-b")
 
 
-def runs(env, dag_id) -> list[dict]:
-    return json_lines(airflow(env, "dags", "list-runs", dag_id, "-o", "json", check=False).stdout) or []
+def newest_run_id(env, dag_id) -> str | None:
+    found = dag_runs(env, dag_id)
+    return found[0]["run_id"] if found else None
 
 
 def finished(env, dag_id, run_id) -> dict | None:
-    run = next((r for r in runs(env, dag_id) if r["run_id"] == run_id), None)
+    run = next((r for r in dag_runs(env, dag_id) if r["run_id"] == run_id), None)
     return run if run and run["state"] in ("success", "failed") else None
 
 
@@ -268,7 +270,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         workers = {name: stack.enter_context(edge_worker(name, tmp_path / "workers", env)) for name in WORKERS}
         for dag_id in (BLOB, CDF, CRDB):
             wait_until(
-                lambda: dag_id in airflow(env, "dags", "list", check=False).stdout,
+                lambda: dag_parsed(env, dag_id),
                 180,
                 f"the dag-processor to parse {dag_id}",
             )
@@ -279,7 +281,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         for dag_id in (BLOB, CDF, CRDB):
             airflow(env, "dags", "unpause", dag_id)
         first = {
-            dag_id: wait_until(lambda: (runs(env, dag_id) or [None])[0], 120, f"a scheduled run of {dag_id}")["run_id"]
+            dag_id: wait_until(lambda: newest_run_id(env, dag_id), 120, f"a scheduled run of {dag_id}")
             for dag_id in (BLOB, CDF, CRDB)
         }
         wait_until(
@@ -293,7 +295,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         airflow(env, "dags", "trigger", BLOB, "--run-id", "manual__nothing_new")
         wait_until(
             lambda: next(
-                (r["state"] != "queued" for r in runs(env, BLOB) if r["run_id"] == "manual__nothing_new"), False
+                (r["state"] != "queued" for r in dag_runs(env, BLOB) if r["run_id"] == "manual__nothing_new"), False
             ),
             120,
             "the manual run to start",
@@ -348,7 +350,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
                 lambda found: (
                     found if len(found) == 2 and all(r["state"] in ("success", "failed") for r in found) else None
                 )
-            )([r for r in runs(env, BLOB) if r["run_id"].startswith("backfill__")]),
+            )([r for r in dag_runs(env, BLOB) if r["run_id"].startswith("backfill__")]),
             600,
             "the two backfill runs",
         )
@@ -389,7 +391,7 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
         settled = wait_until(
             lambda: (
                 lambda found: found if found and all(r["state"] in ("success", "failed") for r in found) else None
-            )(runs(env, BLOB)),
+            )(dag_runs(env, BLOB)),
             900,
             "every blob run to finish",
         )
