@@ -54,6 +54,20 @@ _spec.loader.exec_module(sys.modules[_spec.name])  # this process too
 # for a whole worker and keeps the full JIT; deployments keep the JVM's defaults.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
+# And none of them resolves Delta's and hadoop-azure's packages with Ivy again: the first pytest process
+# (xdist's controller; its workers inherit the environment) resolves them once, as an air-gapped
+# deployment would be given them (tests/spark_jars.py). The full-stack test keeps --packages.
+if "LAKEFEED_JARS_DIR" not in os.environ:
+    from lakefeed.spark import delta_package, hadoop_azure_package
+    from tests.spark_jars import use_resolved_jars
+
+    os.environ.update(
+        use_resolved_jars(
+            f"{delta_package()},{hadoop_azure_package()}",
+            Path.home() / ".cache" / "lakefeed",
+            Path(tempfile.mkdtemp(prefix="lakefeed-spark-conf-")),
+        )
+    )
 
 # The test files of many minutes (sequences of DAG runs), longest first. `--dist loadfile
 # --no-loadscope-reorder` (the Makefile's) hands files to the workers in collection order, so the long
@@ -122,7 +136,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 @pytest.fixture(scope="session")
 def spark():
-    from lakefeed.spark import delta_package, get_session, hadoop_azure_package
+    from lakefeed.spark import get_session
 
     # This JVM runs every in-process test of a worker: the full JIT (a user's own SPARK_SUBMIT_OPTS stay).
     short_lived = (
@@ -136,8 +150,8 @@ def spark():
                 "spark.ui.enabled": "false",
                 "spark.sql.shuffle.partitions": "2",
                 "spark.driver.memory": "2g",
-                # Tables on Azurite are read back through hadoop-azure (delta-rs reads no deletion vectors).
-                "spark.jars.packages": f"{delta_package()},{hadoop_azure_package()}",
+                # Tables on Azurite are read back through hadoop-azure (delta-rs reads no deletion vectors),
+                # which is among the resolved jars (LAKEFEED_JARS_DIR, above).
             },
         )
     finally:

@@ -209,7 +209,12 @@ def test_three_pipelines_on_two_workers_sharing_nothing_local(spark, azurite, tm
     apply_storage_credentials(spark, credentials)
     lap("feeds generated")
 
-    base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    # Deployments' way of loading Delta: --packages, resolved by each spark-submit (not the suite's jars).
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AIRFLOW") and k not in ("LAKEFEED_JARS_DIR", "SPARK_CONF_DIR")
+    }
     base["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     blob_config = {
         "feed_root": f"az://{FEED_CONTAINER}",

@@ -22,6 +22,7 @@ from lakefeed.storage import Store
 from lakefeed.times import format_time
 from tests.airflow_env import dags_test, dags_test_env, variable
 from tests.secret_watch import LiveWatch, file_leaks, found_forms
+from tests.spark_jars import spark_defaults_path
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,9 +114,7 @@ def test_dag_run_against_azurite_never_leaks_the_account_key(spark, azurite, azu
     events_dir.mkdir()
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()
-    import pyspark
-
-    defaults = Path(pyspark.__file__).parent / "conf" / "spark-defaults.conf"
+    defaults = spark_defaults_path()
     conf_dir.joinpath("spark-defaults.conf").write_text(
         (defaults.read_text() if defaults.exists() else "")
         + f"\nspark.hadoop.fs.azure.account.key.{azurite.account}.dfs.core.windows.net {azurite.key}\n"

@@ -1,0 +1,83 @@
+"""The suite's Spark processes load Delta Lake and hadoop-azure from jars resolved once per machine.
+
+Left to themselves, the suite's ~200 spark-submits (each DAG run's jobs, the job-level tests) would each
+ask Ivy to resolve ``spark.jars.packages`` again at start-up: ~1.5 s of a 2-core machine per JVM, for the
+same answer every time. So the session resolves the packages once, into a folder of links to Ivy's cached
+jars, and runs everything the way an air-gapped deployment does: ``LAKEFEED_JARS_DIR`` names that folder
+(the operator then hands spark-submit ``--jars`` instead of ``--packages``), and ``SPARK_CONF_DIR`` names a
+copy of the Spark configuration ``make setup`` wrote with ``spark.jars`` in place of ``spark.jars.packages``
+(for the plain spark-submits of the job-level tests). The jars are the ones Spark itself resolved: the
+same classpath as with ``--packages``. The folder is reused while every link in it still resolves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PRINT_JARS = (
+    "from pyspark.sql import SparkSession\n"
+    "print('SPARK_JARS=' + SparkSession.builder.getOrCreate().sparkContext.getConf().get('spark.jars'))\n"
+)
+
+
+def spark_home_conf() -> Path:
+    """The configuration folder of the pip-installed Spark (where ``make setup`` writes its defaults)."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "conf"
+
+
+def spark_defaults_path() -> Path:
+    """The ``spark-defaults.conf`` the suite's spark-submits read."""
+    return Path(os.environ.get("SPARK_CONF_DIR") or spark_home_conf()) / "spark-defaults.conf"
+
+
+def resolve_jars(packages: str, cache_root: Path) -> Path:
+    """A folder of links to the jars Spark resolves for ``packages`` (Maven coordinates, comma-separated)."""
+    key = hashlib.sha256(packages.encode()).hexdigest()[:16]
+    folder = cache_root / f"spark-jars-{key}"
+    links = list(folder.glob("*.jar")) if folder.is_dir() else []
+    if links and all(link.exists() for link in links):
+        return folder
+    with tempfile.TemporaryDirectory(prefix="lakefeed-jars-") as scratch:
+        script = Path(scratch) / "print_jars.py"
+        script.write_text(PRINT_JARS)
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "spark-submit"), "--packages", packages, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={**os.environ, "SPARK_CONF_DIR": str(spark_home_conf())},
+        )
+    printed = [line for line in result.stdout.splitlines() if line.startswith("SPARK_JARS=")]
+    if result.returncode != 0 or not printed:
+        raise RuntimeError(f"could not resolve {packages} with spark-submit:\n{result.stderr[-3000:]}")
+    jars = [Path(uri.removeprefix("file:").removeprefix("//")) for uri in printed[0].split("=", 1)[1].split(",")]
+    cache_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{folder.name}-", dir=cache_root))
+    for jar in jars:
+        (staging / jar.name).symlink_to(jar)
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+    return folder
+
+
+def use_resolved_jars(packages: str, cache_root: Path, conf_dir: Path) -> dict[str, str]:
+    """The environment that makes this process's Spark children load ``packages`` from resolved jars."""
+    folder = resolve_jars(packages, cache_root)
+    jars = ",".join(str(jar) for jar in sorted(folder.glob("*.jar")))
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    for source in spark_home_conf().iterdir():
+        if source.is_file() and source.name != "spark-defaults.conf":
+            shutil.copy(source, conf_dir / source.name)
+    defaults = spark_home_conf() / "spark-defaults.conf"
+    lines = defaults.read_text().splitlines() if defaults.exists() else []
+    kept = [line for line in lines if (line.split() or [""])[0] not in ("spark.jars.packages", "spark.jars")]
+    (conf_dir / "spark-defaults.conf").write_text("\n".join([*kept, f"spark.jars {jars}"]) + "\n")
+    return {"LAKEFEED_JARS_DIR": str(folder), "SPARK_CONF_DIR": str(conf_dir)}
