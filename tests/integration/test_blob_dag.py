@@ -79,7 +79,7 @@ def assert_matches_truth(spark, config, truth):
     assert state == {s: (e.id, e.eventType == "BlobDeleted") for s, e in truth.state(windows).items()}
 
 
-def test_backfill_first_then_scheduled_runs_no_new_data_growth_and_backfill(spark, pipeline):
+def test_backfill_first_then_scheduled_runs_no_new_data_growth_backfill_and_a_dropped_target(spark, pipeline):
     base, config, env = pipeline
     truth = generate_feed(base / "feed", SPEC)
 
@@ -131,6 +131,26 @@ def test_backfill_first_then_scheduled_runs_no_new_data_growth_and_backfill(spar
     assert progress(checkpoint(env, config)) == progress(grown_checkpoint)
     assert grown_checkpoint["announced"] != grown_checkpoint["targets"]
     assert_marks_caught_up(checkpoint(env, config))
+
+    # 5. Nothing new arrives, but the state table was dropped: the run says so instead of skipping quietly
+    #    (later windows would otherwise land in a table missing everything before them), until a reset.
+    recorded = checkpoint(env, config)
+    shutil.rmtree(config["state_table"])
+    result = dags_test(env, DAG, succeed=False)
+    assert f"the state table {config['state_table']} holds its work, but there is no Delta table there" in (
+        result.stdout + result.stderr
+    )
+    assert checkpoint(env, config) == recorded
+
+    dags_test(env, DAG, {"reset_checkpoint": True})
+    assert_matches_truth(spark, config, truth)
+    reset = checkpoint(env, config)
+    assert reset["watermark"] == recorded["watermark"] and reset["generation"] == recorded["generation"] + 1
+    assert reset["targets"][config["state_table"]]["tableId"] != recorded["targets"][config["state_table"]]["tableId"]
+    assert (
+        json.loads(json.dumps(reset["targets"][config["events_table"]]))["tableId"]
+        == recorded["targets"][config["events_table"]]["tableId"]
+    )
 
 
 def test_bad_input_fails_its_batches_at_once_and_a_fixed_feed_resumes(spark, pipeline):
@@ -260,29 +280,3 @@ def test_a_backfill_and_a_scheduled_run_at_once_converge(spark, pipeline):
     # Both runs' commits are announced, each by one of the two commit steps.
     for table in (config["events_table"], config["state_table"]):
         assert_each_entry_announced_once(env, table, config["checkpoint_variable"])
-
-
-def test_a_dropped_target_stops_the_pipeline_until_a_reset(spark, pipeline):
-    base, config, env = pipeline
-    truth = generate_feed(base / "feed", FeedSpec(**{**SPEC.__dict__, "seed": 26}))
-    dags_test(env, DAG)
-    recorded = checkpoint(env, config)
-
-    # Nothing new arrives, but the state table was dropped: the run says so instead of skipping quietly
-    # (later windows would otherwise land in a table missing everything before them).
-    shutil.rmtree(config["state_table"])
-    result = dags_test(env, DAG, succeed=False)
-    assert f"the state table {config['state_table']} holds its work, but there is no Delta table there" in (
-        result.stdout + result.stderr
-    )
-    assert checkpoint(env, config) == recorded
-
-    dags_test(env, DAG, {"reset_checkpoint": True})
-    assert_matches_truth(spark, config, truth)
-    reset = checkpoint(env, config)
-    assert reset["watermark"] == recorded["watermark"] and reset["generation"] == recorded["generation"] + 1
-    assert reset["targets"][config["state_table"]]["tableId"] != recorded["targets"][config["state_table"]]["tableId"]
-    assert (
-        json.loads(json.dumps(reset["targets"][config["events_table"]]))["tableId"]
-        == recorded["targets"][config["events_table"]]["tableId"]
-    )

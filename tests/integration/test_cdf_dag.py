@@ -41,7 +41,7 @@ def pipeline(airflow_env, tmp_path, request):
                 "source_table": str(tmp_path / "source"),
                 "target_table": str(tmp_path / "target"),
                 "keys": ["id"],
-                "versions_per_job": 4 if "growth" in name else 50,
+                "versions_per_job": 4 if "growth" in request.node.name else 50,
             }
         ],
         "sensor_timeout_seconds": 3,
@@ -71,7 +71,9 @@ def source_with_history(spark, path, seed, kinds=("update", "delete", "update", 
     return simulator
 
 
-def test_backfill_first_then_runs_growth_replay_and_full_refresh(spark, pipeline):
+def test_a_pipelines_life_backfill_first_runs_growth_replay_full_refreshes_and_a_recreated_source(spark, pipeline):
+    """One pipeline through what users do to it, run after run (each step's state is the next one's start:
+    one sequence, not one first run per scenario)."""
     base, name, _config, env = pipeline
     source, target = str(base / "source"), str(base / "target")
     simulator = source_with_history(spark, source, seed=5)
@@ -99,50 +101,38 @@ def test_backfill_first_then_runs_growth_replay_and_full_refresh(spark, pipeline
     [summary] = job_summaries(env, DAG)
     assert (summary["startingVersion"], summary["endingVersion"]) == (first_latest + 1, first_latest + 3)
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
-    assert applied(env, name) == first_latest + 3
+    latest = first_latest + 3
+    assert applied(env, name) == latest
 
     before = rows(spark.read.format("delta").load(target))
     dags_test(env, DAG, {"pipeline": name, "starting_version": 0, "ending_version": 3})  # a replayed past range
     assert rows(spark.read.format("delta").load(target)) == before
-    assert applied(env, name) == first_latest + 3
+    assert applied(env, name) == latest
 
     dags_test(env, DAG, {"pipeline": name, "full_refresh": True})
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
-    assert applied(env, name) == first_latest + 3
+    assert applied(env, name) == latest
     # Every commit that changed the target (the backfill's, the runs', the refresh) announced once.
     events = assert_each_entry_announced_once(env, target, f"lakefeed_cdf_checkpoint__{name}")
-    assert events[-1]["fullRefresh"] is True and events[-1]["versions"] == [[first_latest + 3] * 2]
+    assert events[-1]["fullRefresh"] is True and events[-1]["versions"] == [[latest] * 2]
 
-
-def test_a_full_refresh_at_an_older_version_resets_the_checkpoint_and_loses_nothing(spark, pipeline):
-    base, name, _config, env = pipeline
-    source, target = str(base / "source"), str(base / "target")
-    simulator = source_with_history(spark, source, seed=7, kinds=("update", "delete", "reinsert", "merge"))
-    dags_test(env, DAG)
-    latest = latest_version(spark, source)
-    assert applied(env, name) == latest
-
-    # Rebuild at version 2: the keys deleted or inserted after it must come back right on the next run.
+    # A full refresh at an older version resets the checkpoint and loses nothing: rebuilt at version 2, the
+    # keys deleted or inserted after it must come back right on the next run.
     dags_test(env, DAG, {"pipeline": name, "full_refresh": True, "ending_version": 2})
     assert applied(env, name) == 2
     assert run_summary(env)["pipelines"][name]["checkpointReset"] == {"from": latest, "to": 2}
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot(2))
 
     simulator.commit("delete")
-    dags_test(env, DAG)
-    assert [(s["startingVersion"], s["endingVersion"]) for s in job_summaries(env, DAG)] == [(3, latest + 1)]
+    dags_test(env, DAG)  # versions 3.. again, in jobs of versions_per_job (4)
+    summaries = [(s["startingVersion"], s["endingVersion"]) for s in job_summaries(env, DAG)]
+    assert summaries == [(start, min(start + 3, latest + 1)) for start in range(3, latest + 2, 4)]
     assert rows(live_rows(spark, target)) == rows(simulator.snapshot())
     assert applied(env, name) == latest + 1
 
-
-def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(spark, pipeline):
-    base, name, _config, env = pipeline
-    source, target = str(base / "source"), str(base / "target")
-    source_with_history(spark, source, seed=8)
-    dags_test(env, DAG)
+    # The source dropped and recreated with a shorter history: the sensor saw "nothing new" forever before
+    # this was refused; now the run fails naming the table, until a full refresh.
     old_applied = applied(env, name)
-
-    # Dropped and recreated with a shorter history: the sensor saw "nothing new" forever before this fix.
     shutil.rmtree(source)
     simulator = source_with_history(spark, source, seed=9, kinds=("update",))
     assert latest_version(spark, source) < old_applied
