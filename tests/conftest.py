@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -159,7 +160,17 @@ def spark():
             os.environ["SPARK_SUBMIT_OPTS"] = short_lived
     session.sparkContext.setLogLevel("ERROR")
     yield session
+    gateway = session.sparkContext._gateway
     session.stop()
+    # The JVM would end when its stdin (a pipe from this process) closes, but a process started by fork
+    # during the run inherits that pipe and can keep it open past this worker: end the JVM here.
+    jvm = getattr(gateway, "proc", None)
+    if jvm is not None:
+        jvm.terminate()
+        try:
+            jvm.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            jvm.kill()
 
 
 @pytest.fixture(scope="session")

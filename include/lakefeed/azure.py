@@ -229,6 +229,11 @@ def hadoop_settings(credentials: dict[str, str]) -> dict[str, str]:
                     f"fs.azure.account.oauth2.client.secret.{host}": fields.client_secret,
                 }
             )
+    if settings:
+        # hadoop-azure 3.5 collects request metrics and sends them to the account when the JVM exits (a
+        # shutdown hook, retried with backoff): a job would outlive its work while the storage is slow or
+        # gone, and the test suite's JVMs kept running for minutes after Azurite stopped.
+        settings["fs.azure.metrics.collection.enabled"] = "false"
     return settings
 
 

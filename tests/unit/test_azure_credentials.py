@@ -353,6 +353,7 @@ def test_hadoop_settings_for_each_credential_form():
     assert key == {
         **{f"fs.azure.account.auth.type.{h}": "SharedKey" for h in hosts},
         **{f"fs.azure.account.key.{h}": "a2V5" for h in hosts},
+        "fs.azure.metrics.collection.enabled": "false",  # no metrics sent at exit
     }
     sas = hadoop_settings({ACCOUNT_NAME: "acct", SAS_TOKEN: "?sv=1&sig=x"})
     assert {sas[f"fs.azure.sas.fixed.token.{h}"] for h in hosts} == {"sv=1&sig=x"}
