@@ -55,6 +55,10 @@ class SinkSpec:
     partition_format: str = "daily"
     format: str = "ndjson"
     compression: str | None = None  # None | gzip (ndjson only)
+    # The sink's file_size (default 16 MiB): a file is cut once its bytes pass it, the row that passed it
+    # included, and the next file of the same flush takes the next file id and the same name timestamp.
+    # Measured on the rows' text before compression (the sink measures after).
+    file_size: int = 16 << 20
     seed: int = 7
 
 
@@ -286,15 +290,28 @@ class _Sink:
                 ext = ".ndjson" if self.spec.format == "ndjson" else ".parquet"
                 if self.spec.compression == "gzip":
                     ext += ".gz"
-                name = (
-                    f"{name_stamp.file_timestamp()}-{self.sessions[node]}-{node}-3-{self.file_ids[node]:08x}-"
-                    f"{topic}-{schema_id:x}{ext}"
-                )
-                self.file_ids[node] += 1
-                key = self._write(name_stamp, name, self._data_bytes(topic, group))
-                if late:
-                    self.truth.late_files.append(key)
-                self.truth.messages += len(group)
+                for piece in self._cut(group):
+                    name = (
+                        f"{name_stamp.file_timestamp()}-{self.sessions[node]}-{node}-3-{self.file_ids[node]:08x}-"
+                        f"{topic}-{schema_id:x}{ext}"
+                    )
+                    self.file_ids[node] += 1
+                    key = self._write(name_stamp, name, self._data_bytes(topic, piece))
+                    if late:
+                        self.truth.late_files.append(key)
+                    self.truth.messages += len(piece)
+
+    def _cut(self, group: list) -> list[list]:
+        """The files one flush of a topic writes: cut where a file's bytes pass ``file_size``."""
+        pieces: list[list] = [[]]
+        size = 0
+        for entry in group:
+            if size > self.spec.file_size:
+                pieces.append([])
+                size = 0
+            pieces[-1].append(entry)
+            size += len(entry[-1].encode()) + 1
+        return pieces
 
     def _data_bytes(self, topic: str, group: list) -> bytes:
         if self.spec.format == "parquet":

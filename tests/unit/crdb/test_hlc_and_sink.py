@@ -212,3 +212,27 @@ def test_the_sinks_own_layout_from_the_format_notes(tmp_path):
     assert parse_file("202405031553371089960000000000000.RESOLVED", 1, "x").timestamp == Hlc.parse(
         "1714751617108996000.0000000000"
     )
+
+
+def test_the_generator_cuts_files_at_file_size_as_the_sink_does(tmp_path):
+    """Past ``file_size`` a flush goes on in the next file: the next file id, the same name timestamp, and no
+    message lost or repeated (each file passes the size by at most its last line)."""
+    spec = SinkSpec(steps=6, changes_per_step=40, schema_change_at_step=None)
+    whole, cut = (
+        generate_sink(tmp_path / "whole", spec),
+        generate_sink(tmp_path / "cut", SinkSpec(**{**spec.__dict__, "file_size": 2000})),
+    )
+    assert cut.rows == whole.rows and cut.messages == whole.messages and cut.resolved == whole.resolved
+    whole_files = [f for f in list_sink(Store(str(tmp_path / "whole"))) if f.kind == DATA]
+    cut_files = [f for f in list_sink(Store(str(tmp_path / "cut"))) if f.kind == DATA]
+    assert len(cut_files) > len(whole_files)
+    for f in cut_files:
+        lines = (tmp_path / "cut" / f.key).read_bytes().splitlines(keepends=True)
+        assert sum(map(len, lines[:-1])) <= 2000
+
+    def lines_of(root, files):
+        return sorted(line for f in files for line in (root / f.key).read_bytes().splitlines())
+
+    assert lines_of(tmp_path / "cut", cut_files) == lines_of(tmp_path / "whole", whole_files)
+    stamps = {f.timestamp for f in cut_files}
+    assert stamps == {f.timestamp for f in whole_files}
