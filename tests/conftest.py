@@ -165,6 +165,8 @@ def spark():
     # The JVM would end when its stdin (a pipe from this process) closes, but a process started by fork
     # during the run inherits that pipe and can keep it open past this worker: end the JVM here.
     jvm = getattr(gateway, "proc", None)
+    if gateway is not None:
+        gateway.shutdown()  # py4j's threads stop asking the JVM to free objects
     if jvm is not None:
         jvm.terminate()
         try:

@@ -7,6 +7,8 @@ delete), ``key`` (the primary key values, always present on this sink), ``update
 logical), and each column of ``after`` as its JSON literal text with its kind (``i`` integer,
 ``f`` other number, ``s`` string, ``b`` boolean, ``j`` object or array), so numbers keep every digit
 until the driver types the columns. Parquet files go through the same rows (see :func:`parquet_messages`).
+JSON lines are decoded a block at a time by msgspec (a C decoder; :func:`ndjson_messages`), and a block it
+cannot take exactly as :func:`parse_line` would goes through that line-by-line parser.
 
 Bad input raises :class:`~lakefeed.errors.FeedCorruptError` naming the file and the line: malformed
 JSON, a line without ``key``, ``after`` or ``updated`` (a feed created without ``updated`` cannot be
@@ -19,11 +21,12 @@ import gzip
 import io
 import json
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, BinaryIO, Self, cast
 
+import msgspec
 import pyarrow as pa
 
 from lakefeed.crdb.hlc import Hlc
@@ -207,20 +210,23 @@ def _open_text(store: Store, key: str, compression: str | None) -> Iterator[Bina
 def ndjson_messages(
     store: Store, key: str, topic: str, schema_id: int, compression: str | None
 ) -> Iterator[pa.RecordBatch]:
-    """The messages of one ndjson (optionally gzip or zstd) file, in batches of :data:`MESSAGE_SCHEMA`."""
+    """The messages of one ndjson (optionally gzip or zstd) file, in batches of :data:`MESSAGE_SCHEMA`.
+
+    The file is read in blocks of whole lines; each block is decoded at once by msgspec's C decoder
+    (:func:`_fast_batch`), values kept as their JSON text. A block holding any line that decoder does not
+    take exactly as :func:`parse_line` would (a malformed or unusual line, a blank one) is parsed line by
+    line instead, which names the line at fault: the rows are the same either way."""
     url = store.url(key)
-    rows: list[dict[str, Any]] = []
-    number = 0
+    number = 0  # lines before the current block
     try:
         with _open_text(store, key, compression) as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                message = parse_line(line, f"{url}: line {number}")
-                rows.append(_row(message, topic, schema_id, key, number))
-                if len(rows) == BATCH_ROWS:
-                    yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
-                    rows = []
+            for block in _line_blocks(handle):
+                batch = _fast_batch(block, number, topic, schema_id, key)
+                if batch is not None:
+                    yield batch
+                else:
+                    yield from _exact_batches(block, number, url, topic, schema_id, key)
+                number += block.count(b"\n")
     except FeedCorruptError:
         raise
     except _STREAM_ERRORS as exc:  # a truncated or corrupt gzip / zstd stream
@@ -228,8 +234,175 @@ def ndjson_messages(
             f"{url}: corrupt or truncated {compression or 'ndjson'} file after line {number} "
             f"({type(exc).__name__}: {exc})"
         ) from None
+
+
+BLOCK_BYTES = 4 << 20
+
+
+def _line_blocks(handle: BinaryIO, size: int = BLOCK_BYTES) -> Iterator[bytes]:
+    """The stream in blocks of about ``size`` bytes, each ending at a line end (the last as the file ends)."""
+    rest = b""
+    while True:
+        chunk = handle.read(size)
+        if not chunk:
+            if rest:
+                yield rest
+            return
+        chunk = rest + chunk
+        end = chunk.rfind(b"\n") + 1
+        if end == 0:
+            rest = chunk
+            continue
+        yield chunk[:end]
+        rest = chunk[end:]
+
+
+def _exact_batches(
+    block: bytes, before: int, url: str, topic: str, schema_id: int, key: str
+) -> Iterator[pa.RecordBatch]:
+    """The block's messages parsed line by line by :func:`parse_line` (errors name the line)."""
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(block.split(b"\n"), start=before + 1):
+        if not line.strip():
+            continue
+        message = parse_line(line, f"{url}: line {number}")
+        rows.append(_row(message, topic, schema_id, key, number))
+        if len(rows) == BATCH_ROWS:
+            yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
+            rows = []
     if rows:
         yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
+
+
+class _Envelope(msgspec.Struct):
+    """The fields :func:`parse_line` looks at, each value kept as its JSON text."""
+
+    after: dict[str, msgspec.Raw] | msgspec.UnsetType | None = msgspec.UNSET
+    key: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    updated: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    crdb: msgspec.Raw | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name="__crdb__")
+    op: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    ts_ns: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_ENVELOPES = msgspec.json.Decoder(_Envelope)
+# A JSON value re-written compact, numbers as written (floats through the hook; integers exact), strings
+# escaped as json.dumps(ensure_ascii=False) does: what _json gives for the same value.
+_VALUES = msgspec.json.Decoder(float_hook=msgspec.Raw)
+_COMPACT = msgspec.json.Encoder()
+_QUOTE, _BACKSLASH, _OPEN_OBJECT, _OPEN_ARRAY, _TRUE, _FALSE, _NULL = 34, 92, 123, 91, 116, 102, 110
+_INT64_MAX = (1 << 63) - 1
+
+
+def _compact(raw: bytes) -> str | None:
+    """``_json`` of the value ``raw`` holds, or None where msgspec could write it differently (``-0``)."""
+    if b"-0" in raw:
+        return None
+    try:
+        return _COMPACT.encode(_VALUES.decode(raw)).decode()
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _fast_batch(block: bytes, before: int, topic: str, schema_id: int, key: str) -> pa.RecordBatch | None:
+    """The block's messages decoded at once, or None when a line must go through :func:`parse_line`."""
+    try:
+        envelopes = _ENVELOPES.decode_lines(block)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # deep nesting: a RecursionError
+        return None
+    if len(envelopes) != block.count(b"\n") + (0 if block.endswith(b"\n") else 1):
+        return None  # blank lines (skipped by the decoder): line numbers need the exact path
+    keys: list[str] = []
+    updated: list[str] = []
+    walls: list[int] = []
+    logicals: list[int] = []
+    deleted: list[bool] = []
+    offsets: list[int] = [0]
+    names: list[str] = []
+    texts: list[str | None] = []
+    kind_offsets: list[int] = [0]
+    kind_names: list[str] = []
+    kinds: list[str] = []
+    for envelope in envelopes:
+        after, message_key, stamp_raw = envelope.after, envelope.key, envelope.updated
+        if (
+            after is msgspec.UNSET
+            or message_key is msgspec.UNSET
+            or stamp_raw is msgspec.UNSET
+            or envelope.crdb is not msgspec.UNSET
+            or (envelope.op is not msgspec.UNSET and envelope.ts_ns is not msgspec.UNSET)
+        ):
+            return None
+        key_raw, stamp_text = bytes(message_key), bytes(stamp_raw)
+        if key_raw[0] != _OPEN_ARRAY or stamp_text[0] != _QUOTE or _BACKSLASH in stamp_text:
+            return None
+        key_text = _compact(key_raw)
+        try:
+            stamp = Hlc.parse(stamp_text[1:-1].decode())
+        except ValueError:
+            return None
+        if key_text is None or stamp.wall > _INT64_MAX or stamp.logical > _INT64_MAX:
+            return None
+        keys.append(key_text)
+        updated.append(str(stamp))
+        walls.append(stamp.wall)
+        logicals.append(stamp.logical)
+        deleted.append(after is None)
+        if after is not None:
+            for column, value in after.items():
+                raw = bytes(value)
+                first = raw[0]
+                names.append(column)
+                if first == _NULL:
+                    texts.append(None)
+                    continue
+                if first == _QUOTE:
+                    text = raw[1:-1].decode() if _BACKSLASH not in raw else json.loads(raw)
+                    kind = "s"
+                elif first in (_TRUE, _FALSE):
+                    text, kind = ("true", "b") if first == _TRUE else ("false", "b")
+                elif first in (_OPEN_OBJECT, _OPEN_ARRAY):
+                    compact = _compact(raw)
+                    if compact is None:
+                        return None
+                    text, kind = compact, "j"
+                else:
+                    text = raw.decode()
+                    kind = "i" if text.lstrip("-").isdigit() else "f"
+                texts.append(text)
+                kind_names.append(column)
+                kinds.append(kind)
+        offsets.append(len(names))
+        kind_offsets.append(len(kind_names))
+    rows = len(envelopes)
+    missing = pa.array(deleted)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([topic] * rows, pa.string()),
+            pa.array([schema_id] * rows, pa.int64()),
+            pa.array([key] * rows, pa.string()),
+            pa.array(range(before + 1, before + rows + 1), pa.int64()),
+            pa.array(keys, pa.string()),
+            pa.array(updated, pa.string()),
+            pa.array(walls, pa.int64()),
+            pa.array(logicals, pa.int64()),
+            missing,
+            _string_map(offsets, names, texts, missing),
+            _string_map(kind_offsets, kind_names, kinds, missing),
+        ],
+        schema=MESSAGE_SCHEMA,
+    )
+
+
+def _string_map(offsets: list[int], keys: list[str], items: Sequence[str | None], missing: pa.Array) -> pa.Array:
+    """A map<string, string> column from flat entries: row i holds entries offsets[i]..offsets[i+1]."""
+    return pa.MapArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.array(keys, pa.string()),
+        pa.array(items, pa.string()),
+        type=_STRING_MAP,
+        mask=missing,
+    )
 
 
 def _row(message: dict[str, Any], topic: str, schema_id: int, key: str, line: int) -> dict[str, Any]:

@@ -3,11 +3,15 @@ numbers kept as written, and every bad input refused naming the file and the lin
 
 import gzip
 import io
+import json
+import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakefeed.crdb.messages import MESSAGE_SCHEMA, ndjson_messages, parquet_messages, parse_line
 from lakefeed.errors import FeedCorruptError
@@ -142,3 +146,93 @@ def test_the_file_is_closed_after_reading_whatever_the_compression(tmp_path, com
     monkeypatch.setattr(Store, "open", tracked)
     assert len(rows(ndjson_messages(store, key, "orders", 2, compression))) == 2
     assert len(opened) == 1 and opened[0].closed
+
+
+# -- the block decoder (msgspec) against the line-by-line parser -------------------------------------------------
+NUMBER_LITERALS = st.one_of(
+    st.integers(-(10**30), 10**30).map(str),
+    st.sampled_from(["-0", "0", "1.50", "1e5", "-2.5E-3", "10.0", "0.1", "-0.0", "123456789012345678901234.5"]),
+    st.builds(lambda whole, fraction: f"{whole}.{fraction}", st.integers(-1000, 1000), st.integers(0, 10**6)),
+)
+TEXTS = st.builds(
+    lambda text, ascii_only: json.dumps(text, ensure_ascii=ascii_only),
+    st.text(st.characters(codec="utf-8"), max_size=6),
+    st.booleans(),
+)
+SCALARS = st.one_of(NUMBER_LITERALS, TEXTS, st.sampled_from(["true", "false", "null"]))
+
+
+def _members(children):
+    names = st.sampled_from(['"a"', '"b"', '"id"', '"a b"', '"\\u00e9"'])
+    return st.one_of(
+        st.lists(children, max_size=3).map(lambda items: "[" + ", ".join(items) + "]"),
+        st.lists(st.tuples(names, children), max_size=3).map(
+            lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"
+        ),
+    )
+
+
+JSON_VALUES = st.recursive(SCALARS, _members, max_leaves=6)
+STAMPS = st.one_of(
+    st.builds(lambda wall, logical: f'"{wall}.{logical:010d}"', st.integers(0, 2**64), st.integers(0, 3)),
+    st.sampled_from(['"1741946431734000000.0000000000?"', "17.5", '"1.2"', '"17419464317\\u0034"', "null"]),
+)
+AFTERS = st.one_of(
+    st.just("null"),
+    st.lists(st.tuples(st.sampled_from(["id", "total", "name", "meta", "id"]), JSON_VALUES), max_size=5).map(
+        lambda pairs: "{" + ", ".join(f'"{k}": {v}' for k, v in pairs) + "}"
+    ),
+    JSON_VALUES,
+)
+KEYS = st.one_of(st.lists(SCALARS, min_size=1, max_size=3).map(lambda items: "[" + ", ".join(items) + "]"), JSON_VALUES)
+ENVELOPE_FIELDS = st.fixed_dictionaries(
+    {"after": AFTERS, "key": KEYS, "updated": STAMPS},
+    optional={
+        "before": JSON_VALUES,
+        "__crdb__": st.just("{}"),
+        "op": st.just('"c"'),
+        "ts_ns": st.just("1"),
+        "resolved": STAMPS,
+    },
+)
+
+
+@st.composite
+def _lines(draw):
+    fields = draw(ENVELOPE_FIELDS)
+    names = draw(st.permutations(sorted(fields)))
+    if draw(st.integers(0, 9)) == 0:  # now and then a field is missing
+        names = names[1:]
+    line = "{" + draw(st.sampled_from([", ", ","])).join(f'"{name}": {fields[name]}' for name in names) + "}"
+    return draw(st.sampled_from([line, line, line, line, "", "  ", line + " ", line[:-1], "[1, 2]", "NaN"]))
+
+
+@settings(max_examples=int(os.environ.get("LAKEFEED_FUZZ_EXAMPLES", "300")), deadline=None)
+@given(lines=st.lists(_lines(), min_size=1, max_size=4), ending=st.sampled_from(["\n", ""]))
+def test_the_block_decoder_gives_the_rows_of_the_line_parser_or_leaves_the_block_to_it(lines, ending):
+    """Whatever the lines (numbers in every notation, escapes, nesting, duplicate names, other envelopes,
+    blank and broken lines), the block decoder either gives exactly the line parser's rows or declines."""
+    from lakefeed.crdb.messages import _exact_batches, _fast_batch
+
+    block = ("\n".join(lines) + ending).encode()
+    try:
+        exact = rows(_exact_batches(block, 7, "u", "t", 1, "f"))
+    except FeedCorruptError:
+        exact = None
+    fast = _fast_batch(block, 7, "t", 1, "f")
+    if fast is not None:
+        assert exact is not None and pa.Table.from_batches([fast]).to_pylist() == exact
+
+
+def test_the_block_decoder_takes_the_sinks_own_lines(tmp_path):
+    """The sink's lines (generated, and the format notes' examples) are decoded by blocks, not line by line."""
+    from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
+
+    from lakefeed.crdb.messages import _exact_batches, _fast_batch
+
+    generate_sink(tmp_path, SinkSpec(steps=6, changes_per_step=20))
+    blocks = [p.read_bytes() for p in sorted(tmp_path.rglob("*.ndjson"))] + [("\n".join(LINES) + "\n").encode()]
+    for block in blocks:
+        fast = _fast_batch(block, 0, "t", 1, "f")
+        assert fast is not None
+        assert pa.Table.from_batches([fast]).to_pylist() == rows(_exact_batches(block, 0, "u", "t", 1, "f"))
