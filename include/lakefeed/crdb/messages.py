@@ -20,6 +20,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     pass
 
 BATCH_ROWS = 8192
+_INT64_MAX = (1 << 63) - 1  # the wall of an updated past this fits no int64 column
 _STRING_MAP = pa.map_(pa.string(), pa.string())
 MESSAGE_SCHEMA = pa.schema(
     [
@@ -84,12 +86,17 @@ def _number(text: str) -> _Raw:
     return _Raw(text)
 
 
+def _number_kind(text: str) -> str:
+    """``i`` for an integer as written, ``f`` for any other number."""
+    return "i" if text.lstrip("-").isdigit() else "f"
+
+
 def _literal(value: Any) -> tuple[str, str]:
     """(text, kind) of a column value: as JSON gave it, or as parquet's reader did."""
     if isinstance(value, bool):
         return ("true" if value else "false"), "b"
     if isinstance(value, _Raw):
-        return value.text, ("i" if value.text.lstrip("-").isdigit() else "f")
+        return value.text, _number_kind(value.text)
     if isinstance(value, int):
         return str(value), "i"
     if isinstance(value, (float, Decimal)):
@@ -165,6 +172,10 @@ def parse_line(line: bytes | str, where: str) -> dict[str, Any]:
         stamp = Hlc.parse(message["updated"])
     except ValueError as exc:
         raise FeedCorruptError(f"{where}: {exc}") from None
+    if stamp.wall > _INT64_MAX:
+        raise FeedCorruptError(
+            f"{where}: updated {message['updated']!r} is past any HLC time (its wall time overflows)"
+        )
     return {
         "key": _json(message["key"]),
         "updated": str(stamp),
@@ -291,12 +302,13 @@ _ENVELOPES = msgspec.json.Decoder(_Envelope)
 _VALUES = msgspec.json.Decoder(float_hook=msgspec.Raw)
 _COMPACT = msgspec.json.Encoder()
 _QUOTE, _BACKSLASH, _OPEN_OBJECT, _OPEN_ARRAY, _TRUE, _FALSE, _NULL = 34, 92, 123, 91, 116, 102, 110
-_INT64_MAX = (1 << 63) - 1
+_MINUS_ZERO = re.compile(rb"-0(?![0-9.eE])")
 
 
 def _compact(raw: bytes) -> str | None:
-    """``_json`` of the value ``raw`` holds, or None where msgspec could write it differently (``-0``)."""
-    if b"-0" in raw:
+    """``_json`` of the value ``raw`` holds, or None where msgspec could write it differently (the integer
+    ``-0``, which it writes ``0``; dates such as ``"2024-01-05"`` are not mistaken for it)."""
+    if _MINUS_ZERO.search(raw):
         return None
     try:
         return _COMPACT.encode(_VALUES.decode(raw)).decode()
@@ -341,7 +353,7 @@ def _fast_batch(block: bytes, before: int, topic: str, schema_id: int, key: str)
             stamp = Hlc.parse(stamp_text[1:-1].decode())
         except ValueError:
             return None
-        if key_text is None or stamp.wall > _INT64_MAX or stamp.logical > _INT64_MAX:
+        if key_text is None or stamp.wall > _INT64_MAX:
             return None
         keys.append(key_text)
         updated.append(str(stamp))
@@ -368,7 +380,7 @@ def _fast_batch(block: bytes, before: int, topic: str, schema_id: int, key: str)
                     text, kind = compact, "j"
                 else:
                     text = raw.decode()
-                    kind = "i" if text.lstrip("-").isdigit() else "f"
+                    kind = _number_kind(text)
                 texts.append(text)
                 kind_names.append(column)
                 kinds.append(kind)

@@ -75,6 +75,7 @@ def test_wrapped_lines_become_message_rows_with_numbers_as_written(tmp_path, com
         ('{"after": {"id": 1}, "key": 1, "updated": "1741946431734000000.0000000000"}', "key must be a JSON array"),
         ('{"after": {"id": 1}, "key": [1], "updated": 17.5}', "updated must be a string"),
         ("[1, 2]", "must be a JSON object"),
+        ('{"after": null, "key": [0], "updated": "99999999999999999999.0000000000"}', "past any HLC time"),
     ],
 )
 def test_bad_lines_are_refused_naming_file_and_line(tmp_path, line, message):
