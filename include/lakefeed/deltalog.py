@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, cast
 
 from lakefeed.azure import delta_rs_url
@@ -120,6 +121,29 @@ class DeltaLog:
         metadata = table.metadata()
         return dict(metadata.configuration or {}), json.loads(table.schema().to_json())["fields"]
 
+    def bytes_in_range(self, column: str, low: Any, high: Any) -> int:
+        """About how many bytes of the table's data files (latest version) hold ``column`` values in
+        [``low``, ``high``], by the files' statistics: a file whose range lies outside counts nothing, a
+        file of integers or dates the share of its range that overlaps (values assumed even), any other
+        overlapping file (or one without statistics) all of it. 0 when there is no table. What a MERGE on
+        ``column`` filtered to that range still reads and joins (delta-rs reads the file list)."""
+        import pyarrow as pa
+        from deltalake import DeltaTable
+
+        if self.latest_version() is None:
+            return 0
+        files = pa.table(
+            DeltaTable(delta_rs_url(self.store.root), storage_options=self._delta_options).get_add_actions(flatten=True)
+        )
+        names = [f"min.{column}", f"max.{column}"]
+        sizes = files.column("size_bytes").to_pylist()
+        if not all(name in files.column_names for name in names):
+            return int(sum(sizes))
+        total = 0.0
+        for size, least, most in zip(sizes, *(files.column(n).to_pylist() for n in names), strict=True):
+            total += size * _share_in_range(least, most, low, high)
+        return int(total)
+
     def table_id(self, version: int | None = None) -> str | None:
         """``metaData.id`` of the table at the root (as of ``version``, default the latest): a dropped and
         recreated table gets a new one, and so does one a REPLACE rebuilt. None when there is no Delta
@@ -222,3 +246,27 @@ def _first_at_or_after(log: DeltaLog, versions: list[int], moment_ms: int) -> in
         else:
             high = middle
     return low
+
+
+def _share_in_range(least: Any, most: Any, low: Any, high: Any) -> float:
+    """The share of a file's values in [least, most] that lie in [low, high] (values assumed even for
+    integers and dates, else 1 when the ranges meet); 1 when a bound is unknown or not comparable.
+
+    >>> _share_in_range(0, 99, 50, 200), _share_in_range(0, 99, 100, 200), _share_in_range("a", "m", "k", "z")
+    (0.5, 0.0, 1.0)
+    """
+    if least is None or most is None or low is None or high is None:
+        return 1.0
+    try:
+        if most < low or least > high:
+            return 0.0
+    except TypeError:  # statistics of another Python type than the bounds (a timestamp's zone, say)
+        return 1.0
+    if isinstance(least, date) and isinstance(most, date):
+        least, most = least.toordinal(), most.toordinal()
+        low, high = low.toordinal(), high.toordinal()
+    bounds = (least, most, low, high)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in bounds):
+        first, last, start, end = (int(v) for v in bounds)
+        return (min(last, end) - max(first, start) + 1) / (last - first + 1)
+    return 1.0

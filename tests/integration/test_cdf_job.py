@@ -252,3 +252,27 @@ def test_full_refresh_is_one_commit_holding_rows_and_base_version(spark, tmp_pat
     assert properties["delta.enableDeletionVectors"] == "true"
     assert_target_equals_source(spark, source, target)
     assert run(spark, source, target, ["id"], 1, 2).keys_changed == 0
+
+
+def test_changed_keys_named_in_the_merge_condition_match_exactly(spark, tmp_path):
+    """A few changed keys spread over a larger target are named in the MERGE condition (so Spark joins only
+    the target rows holding them): text keys with quotes, backslashes and accents, and a null key, still
+    match exactly the rows they did."""
+    source, target = str(tmp_path / "source"), str(tmp_path / "target")
+    odd = ["it's", "back\\slash", "ünïcode ✓", "quote'\\'mix", "\\u0041"]
+    spark.sql(
+        f"CREATE TABLE delta.`{source}` (code STRING, amount BIGINT) USING delta "
+        "TBLPROPERTIES (delta.enableChangeDataFeed = true)"
+    )
+    rows = [(f"k{n:05d}", n) for n in range(30_000)] + [(code, -1) for code in odd] + [(None, -2)]
+    spark.createDataFrame(rows, "code string, amount bigint").write.format("delta").mode("append").save(source)
+    run(spark, source, target, ["code"], 0, 1)
+    spark.sql(f"UPDATE delta.`{source}` SET amount = amount + 100 WHERE code IS NULL OR amount < 0 OR code = 'k29999'")
+    spark.sql(f"DELETE FROM delta.`{source}` WHERE code IN ('k00000', 'it''s')")
+    spark.sql(f"INSERT INTO delta.`{source}` VALUES ('k00000', 7), ('zz', 8)")
+    summary = run(spark, source, target, ["code"], 2, latest_version(spark, source))
+    predicate = spark.sql(f"DESCRIBE HISTORY delta.`{target}`").collect()[0]["operationParameters"]["predicate"]
+    assert " IN (" in predicate and "isnull(" in predicate  # the keys were named, and null
+    assert (summary.inserted, summary.updated, summary.deleted) == (1, 7, 1)  # k00000 deleted, back: updated
+    expected = sorted(map(tuple, spark.read.format("delta").load(source).collect()), key=repr)
+    assert sorted(map(tuple, live_rows(spark, target).select("code", "amount").collect()), key=repr) == expected

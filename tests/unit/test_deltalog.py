@@ -83,3 +83,22 @@ def test_a_deeply_nested_commit_is_named_not_a_crash(tmp_path):
     (tmp_path / "_delta_log" / f"{0:020d}.json").write_text('{"commitInfo": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
     with pytest.raises(ChangeDataError, match=r"00000000000000000000.json: malformed JSON \(nested too deeply\)"):
         DeltaLog(Store(str(tmp_path))).actions(0)
+
+
+def test_bytes_in_a_key_range_from_the_files_statistics(tmp_path):
+    """What a MERGE filtered to a key range still reads: files outside count nothing, integer files their
+    overlapping share, text files all of it; a checkpoint changes nothing; no table, 0 bytes."""
+    assert log_of(tmp_path).bytes_in_range("id", 0, 9) == 0
+    write_deltalake(str(tmp_path), pa.table({"id": list(range(0, 100)), "code": ["a"] * 100}), mode="append")
+    write_deltalake(str(tmp_path), pa.table({"id": list(range(1000, 1100)), "code": ["m"] * 100}), mode="append")
+    files = pa.table(DeltaTable(str(tmp_path)).get_add_actions(flatten=True)).to_pylist()
+    sizes = [f["size_bytes"] for f in files]
+    first, second = sorted(files, key=lambda f: f["min.id"])
+    log = log_of(tmp_path)
+    assert log.bytes_in_range("id", 2000, 3000) == 0
+    assert log.bytes_in_range("id", 0, 2000) == sum(sizes)
+    assert log.bytes_in_range("id", 50, 99) == first["size_bytes"] // 2  # half of the first file
+    assert log.bytes_in_range("code", "b", "z") == second["size_bytes"]  # the "m" file only, all of it
+    assert log.bytes_in_range("missing", 0, 1) == sum(sizes)  # no statistics: everything may hold it
+    DeltaTable(str(tmp_path)).create_checkpoint()
+    assert log.bytes_in_range("id", 0, 2000) == sum(sizes)

@@ -44,10 +44,13 @@ from lakefeed.cdf.transforms import (
     to_target_rows,
 )
 from lakefeed.delta import (
+    MAX_KEYS_NAMED,
     REFRESH_MARKER,
     UPDATED_IN_PLACE,
     count_effects,
     ensure_table,
+    keys_named,
+    naming_keys_pays,
     reported_commit,
     table_location,
     table_version,
@@ -173,6 +176,7 @@ def run(
             summary,
             metadata={"pipeline": PIPELINE, "source": source, "startingVersion": start, "endingVersion": end},
             key_range=(counts[2], counts[3]),
+            table=target,
         )
     finally:
         last_changes.unpersist()
@@ -230,14 +234,17 @@ def _merge(
     keys: list[str],
     summary: CdfSummary,
     metadata: dict[str, Any],
-    key_range: tuple[Any, Any] = (None, None),
+    key_range: tuple[Any, Any],
+    table: str,
 ) -> list[str]:
     """Create the target or add the source's new columns, then the version-guarded MERGE; each step
     retried when a concurrent run commits first (both are idempotent).
 
     The range of the changed first key column bounds the target rows that can match, so Delta skips
-    the files whose statistics lie outside it: a run that changes recent keys (new orders, say) reads
-    the files holding them, not the whole table.
+    the files whose statistics lie outside it and joins only the rows inside it: a run that changes
+    recent keys (new orders, say) reads the files holding them, not the whole table. When the changed
+    keys spread over many target rows, the condition also names them (``_first_keys_named``). ``table``
+    is the target as the log reader opens it (``target`` is where Spark does).
     """
     from delta.tables import DeltaTable
 
@@ -253,9 +260,12 @@ def _merge(
         return added
     on = F.expr(" AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
     low, high = key_range
+    first_key = F.col(f"t.`{keys[0]}`")
     if low is not None and high is not None:
-        first_key = F.col(f"t.`{keys[0]}`")
         on = (first_key.between(F.lit(low), F.lit(high)) | first_key.isNull()) & on
+    named = _first_keys_named(rows, table, keys[0], summary.keys_changed, key_range)
+    if named is not None:
+        on = F.expr(named) & on
     newer = f"s.{VERSION_COLUMN} > t.{VERSION_COLUMN}"
 
     def write() -> None:
@@ -292,6 +302,22 @@ def _merge(
         summary.target_version = table_version(spark, target)
     summary.unchanged = summary.keys_changed - summary.inserted - summary.updated - summary.deleted
     return added
+
+
+def _first_keys_named(
+    rows: DataFrame, target: str, key: str, keys_changed: int, key_range: tuple[Any, Any]
+) -> str | None:
+    """The MERGE's target-only condition naming the changed values of the first key column (see
+    ``lakefeed.delta.keys_named``), when the target rows in their range are many enough for it to pay: a
+    run that changes a few keys spread over a large target then joins only the rows holding them, instead
+    of shuffling every row in the range."""
+    low, high = key_range
+    if low is None or high is None or keys_changed > MAX_KEYS_NAMED:
+        return None
+    if not naming_keys_pays(keys_changed, DeltaLog(Store(target)).bytes_in_range(key, low, high)):
+        return None
+    values = [row[0] for row in rows.select(key).distinct().collect()]
+    return keys_named(f"t.`{key}`", values)
 
 
 def _sql_text(value: str) -> str:
