@@ -89,7 +89,7 @@ def test_bytes_in_a_key_range_from_the_files_statistics(tmp_path):
     """What a MERGE filtered to a key range still reads: files outside count nothing, integer files their
     overlapping share, text files all of it; a checkpoint changes nothing; no table, 0 bytes."""
     assert log_of(tmp_path).bytes_in_range("id", 0, 9) == 0
-    write_deltalake(str(tmp_path), pa.table({"id": list(range(0, 100)), "code": ["a"] * 100}), mode="append")
+    write_deltalake(str(tmp_path), pa.table({"id": list(range(100)), "code": ["a"] * 100}), mode="append")
     write_deltalake(str(tmp_path), pa.table({"id": list(range(1000, 1100)), "code": ["m"] * 100}), mode="append")
     files = pa.table(DeltaTable(str(tmp_path)).get_add_actions(flatten=True)).to_pylist()
     sizes = [f["size_bytes"] for f in files]

@@ -18,25 +18,29 @@ from __future__ import annotations
 import logging
 import time
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
+from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.hlc import Hlc
-from lakefeed.crdb.messages import FILE_INPUT_SCHEMA, MESSAGE_SCHEMA, decode_arrow_partition
+from lakefeed.crdb.messages import FILE_INPUT_SCHEMA, MESSAGE_SCHEMA, Shape, ShapesSeen, decode_arrow_partition
 from lakefeed.crdb.sink import SinkFile, SinkRange, list_sink, listing_floor, plan_range, resolved_value
 from lakefeed.crdb.summary import CrdbSummary, TopicSummary
 from lakefeed.crdb.transforms import (
+    CHANGES_OF_KEY,
     DELETED_COLUMN,
     HLC_DECIMAL,
     KEY_COLUMN,
+    MESSAGES_OF_KEY,
     TARGET_COLUMNS,
     UPDATED_COLUMN,
     cast_failures,
-    column_kinds,
     column_type,
+    kinds_by_column,
     latest_per_key,
     target_rows,
 )
@@ -110,17 +114,19 @@ def run(
             len(sink_range.late),
             ", ".join(f.key for f in sink_range.late),
         )
-    # One decode of every file, checked: bad input fails here, before any target is written.
-    messages = _read_messages(spark, sink_root, sink_range, parquet_keys or {}).persist()
-    latest = latest_per_key(messages).persist()
+    # One decode of every file, checked: bad input fails here, before any target is written. The decode
+    # feeds the last change per key directly (the messages are never cached); the counts come from the
+    # latest rows, the column kinds from the shapes the decode tasks saw.
+    shapes = spark.sparkContext.accumulator(set(), ShapesSeen())
+    latest = latest_per_key(_read_messages(spark, sink_root, sink_range, parquet_keys or {}, shapes)).persist()
     try:
         try:
             counts = (
-                messages.groupBy("topic")
+                latest.groupBy("topic")
                 .agg(
-                    F.count(F.lit(1)).alias("messages"),
-                    F.count_distinct("key", "wall", "logical").alias("changes"),
-                    F.count_distinct("key").alias("keys"),
+                    F.sum(MESSAGES_OF_KEY).alias("messages"),
+                    F.sum(CHANGES_OF_KEY).alias("changes"),
+                    F.count(F.lit(1)).alias("keys"),
                     F.max(F.struct("wall", "logical")).alias("newest"),
                 )
                 .collect()
@@ -133,7 +139,7 @@ def run(
         newest = max((row["newest"] for row in counts), default=None)
         if newest is not None:
             summary.newest_updated = str(Hlc(newest["wall"], newest["logical"]))
-        kinds = column_kinds(messages).collect()
+        kinds = kinds_by_column(shapes.value)
         per_topic = {row["topic"]: row for row in counts}
         summary.seconds["read"] = round(time.perf_counter() - clock, 3)
         metadata = {
@@ -147,11 +153,7 @@ def run(
                 latest.where(F.col("topic") == topic),
                 f"{tables}/{topic}",
                 topic,
-                {
-                    k["column"]: (set(k["kinds"]), k["digits"])
-                    for k in sorted(kinds, key=lambda k: k["column"])
-                    if k["topic"] == topic
-                },
+                kinds.get(topic, {}),
                 row["keys"],
                 metadata,
                 summary.commits,
@@ -170,15 +172,19 @@ def run(
         )
     finally:
         latest.unpersist()
-        messages.unpersist()
     summary.seconds["merge"] = round(time.perf_counter() - clock - summary.seconds["read"], 3)
     return summary
 
 
 def _read_messages(
-    spark: SparkSession, sink_root: str, sink_range: SinkRange, parquet_keys: dict[str, list[str]]
+    spark: SparkSession,
+    sink_root: str,
+    sink_range: SinkRange,
+    parquet_keys: dict[str, list[str]],
+    shapes: Accumulator[set[Shape]],
 ) -> DataFrame:
-    """Every message of the range's files: one Spark task per file, parsed and checked in the workers."""
+    """Every message of the range's files: one Spark task per file, parsed and checked in the workers,
+    which add the shapes of the rows they made to ``shapes``."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     rows = [
@@ -196,7 +202,7 @@ def _read_messages(
     inputs = spark.createDataFrame(
         spark.sparkContext.parallelize(rows, max(1, len(rows))), from_arrow_schema(FILE_INPUT_SCHEMA)
     )
-    return inputs.mapInArrow(decode_arrow_partition, from_arrow_schema(MESSAGE_SCHEMA))
+    return inputs.mapInArrow(partial(decode_arrow_partition, shapes=shapes), from_arrow_schema(MESSAGE_SCHEMA))
 
 
 def _merge_topic(
@@ -204,7 +210,7 @@ def _merge_topic(
     latest: DataFrame,
     target: str,
     topic: str,
-    kinds: dict[str, tuple[set[str], int | None]],
+    kinds: dict[str, set[str]],
     keys_changed: int,
     metadata: dict[str, Any],
     commits: list[dict[str, Any]],
@@ -216,7 +222,7 @@ def _merge_topic(
 
     summary = TopicSummary(keys_changed=keys_changed)
     existing = _existing_types(spark, target)
-    types = {name: existing.get(name) or column_type(found, digits) for name, (found, digits) in kinds.items()}
+    types = {name: existing.get(name) or column_type(found) for name, found in kinds.items()}
     failure = cast_failures(latest, types).first()
     if failure is not None:
         raise FeedCorruptError(

@@ -4,9 +4,10 @@ An ``envelope=wrapped`` JSON line (the sink's default) holds ``after`` (the row,
 delete), ``key`` (the primary key values, always present on this sink), ``updated`` (with the
 ``updated`` option) and, with ``diff``, ``before``. Each message becomes one row of
 :data:`MESSAGE_SCHEMA`: its key as compact JSON, ``updated`` as text and as the exact pair (wall,
-logical), and each column of ``after`` as its JSON literal text with its kind (``i`` integer,
-``f`` other number, ``s`` string, ``b`` boolean, ``j`` object or array), so numbers keep every digit
-until the driver types the columns. Parquet files go through the same rows (see :func:`parquet_messages`).
+logical), and each column of ``after`` as its JSON literal text with its kind (``i`` integer, ``I``
+integer of more than 18 characters, ``f`` other number, ``s`` string, ``b`` boolean, ``j`` object or
+array), so numbers keep every digit until the driver types the columns, which it does from the shapes of
+the rows (:func:`row_shapes`) gathered as the files are decoded. Parquet files go through the same rows (see :func:`parquet_messages`).
 JSON lines are decoded a block at a time by msgspec (a C decoder; :func:`ndjson_messages`), and a block it
 cannot take exactly as :func:`parse_line` would goes through that line-by-line parser.
 
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Self, cast
 
 import msgspec
 import pyarrow as pa
+from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.errors import FeedCorruptError
@@ -53,7 +55,7 @@ MESSAGE_SCHEMA = pa.schema(
         ("logical", pa.int64()),
         ("deleted", pa.bool_()),
         ("values", _STRING_MAP),  # column -> JSON literal text (strings unquoted); null for a delete
-        ("kinds", _STRING_MAP),  # column -> i | f | s | b | j (only non-null values)
+        ("kinds", _STRING_MAP),  # column -> i | I | f | s | b | j (only non-null values; I: a long integer)
     ]
 )
 # The columns of the decode input: one row per data file.
@@ -86,9 +88,19 @@ def _number(text: str) -> _Raw:
     return _Raw(text)
 
 
+LONG_INTEGER = 18  # an integer written with more characters than this (its sign included) may not fit a bigint
+
+
 def _number_kind(text: str) -> str:
-    """``i`` for an integer as written, ``f`` for any other number."""
-    return "i" if text.lstrip("-").isdigit() else "f"
+    """``i`` for an integer as written, ``I`` for one too long to be sure it fits a bigint, ``f`` for any
+    other number.
+
+    >>> _number_kind("-12"), _number_kind("1234567890123456789"), _number_kind("1.50"), _number_kind("1e5")
+    ('i', 'I', 'f', 'f')
+    """
+    if text.lstrip("-").isdigit():
+        return "I" if len(text) > LONG_INTEGER else "i"
+    return "f"
 
 
 def _literal(value: Any) -> tuple[str, str]:
@@ -98,7 +110,7 @@ def _literal(value: Any) -> tuple[str, str]:
     if isinstance(value, _Raw):
         return value.text, _number_kind(value.text)
     if isinstance(value, int):
-        return str(value), "i"
+        return str(value), _number_kind(str(value))
     if isinstance(value, (float, Decimal)):
         return str(value), "f"
     if isinstance(value, str):
@@ -508,6 +520,68 @@ def decode_files(rows: Iterable[dict[str, Any]]) -> Iterator[pa.RecordBatch]:
             yield from ndjson_messages(store, row["key"], row["topic"], row["schemaId"], row["compression"])
 
 
-def decode_arrow_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: rows of :data:`FILE_INPUT_SCHEMA` in, messages out."""
-    yield from decode_files(row for batch in batches for row in batch.to_pylist())
+# A row's shape: its topic, the names of its columns, and the kind of each non-null value, in order.
+Shape = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]
+_SEPARATOR = "\x1f"
+
+
+def row_shapes(batch: pa.RecordBatch) -> set[Shape]:
+    """The distinct shapes of a batch of messages (deletes have none): a few per batch, found by Arrow
+    without a Python step per row, then read exactly for one row of each.
+
+    >>> batch = pa.RecordBatch.from_pylist([
+    ...     {"topic": "t", "deleted": False, "values": {"a": "1", "b": None}, "kinds": {"a": "i"}},
+    ...     {"topic": "t", "deleted": False, "values": {"a": "2", "b": None}, "kinds": {"a": "i"}},
+    ...     {"topic": "t", "deleted": True, "values": None, "kinds": None}], schema=MESSAGE_SCHEMA)
+    >>> row_shapes(batch)
+    {('t', ('a', 'b'), (('a', 'i'),))}
+    """
+    import pyarrow.compute as pc
+
+    live = batch.filter(pc.invert(batch.column("deleted")))
+    if live.num_rows == 0:
+        return set()
+    values, kinds = live.column("values"), live.column("kinds")
+    names = pa.ListArray.from_arrays(values.offsets, values.keys)
+    if pc.any(pc.match_substring_regex(values.keys, "[\x1e\x1f]")).as_py():  # a name that would blur the text
+        firsts = list(range(live.num_rows))
+    else:
+        text = pc.binary_join_element_wise(
+            pc.binary_join(names, _SEPARATOR),
+            pc.binary_join(pa.ListArray.from_arrays(kinds.offsets, kinds.keys), _SEPARATOR),
+            pc.binary_join(pa.ListArray.from_arrays(kinds.offsets, kinds.items), _SEPARATOR),
+            live.column("topic"),
+            "\x1e",
+        )
+        unique = pc.unique(text)
+        firsts = pc.index_in(unique, text).to_pylist()
+    shapes: set[Shape] = set()
+    for row in live.take(pa.array(firsts, pa.int64())).select(["topic", "values", "kinds"]).to_pylist():
+        shapes.add((row["topic"], tuple(name for name, _ in row["values"]), tuple(row["kinds"] or ())))
+    return shapes
+
+
+class ShapesSeen(AccumulatorParam[set[Shape]]):
+    """The shapes a job's decode tasks saw, gathered on the driver (a set union: a task run twice adds
+    nothing more)."""
+
+    def zero(self, value: set[Shape]) -> set[Shape]:
+        return set()
+
+    def addInPlace(self, value1: set[Shape], value2: set[Shape]) -> set[Shape]:
+        value1 |= value2
+        return value1
+
+
+def decode_arrow_partition(
+    batches: Iterable[pa.RecordBatch], shapes: Accumulator[set[Shape]] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: rows of :data:`FILE_INPUT_SCHEMA` in, messages out; the shapes of the
+    messages are added to ``shapes`` when given."""
+    seen: set[Shape] = set()
+    for messages in decode_files(row for batch in batches for row in batch.to_pylist()):
+        if shapes is not None:
+            seen |= row_shapes(messages)
+        yield messages
+    if shapes is not None:
+        shapes.add(seen)

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+
+from lakefeed.crdb.messages import Shape
 
 # Columns every target carries besides the row's own: the merge key, the change's HLC, the tombstone flag.
 KEY_COLUMN, UPDATED_COLUMN, DELETED_COLUMN = "_crdb_key", "_crdb_updated", "_crdb_deleted"
 TARGET_COLUMNS = (KEY_COLUMN, UPDATED_COLUMN, DELETED_COLUMN)
 # An HLC "<wall>.<10-digit logical>" as an exact decimal: 19 + 10 digits, so SQL compares it exactly.
 HLC_DECIMAL = "decimal(38,10)"
-_LONG_DIGITS = 18  # integers with more digits than this may not fit a bigint
+
+
+# On each latest row: how many messages of its key the batch held, and how many distinct changes (updated).
+MESSAGES_OF_KEY, CHANGES_OF_KEY = "_messages_of_key", "_changes_of_key"
 
 
 def latest_per_key(messages: DataFrame) -> DataFrame:
     """Per (topic, key) the change with the greatest ``updated`` (wall, then logical); an equal ``updated``
     is the same change emitted again, where the higher schema version (a backfill's re-emission), then the
-    later file, then the later line wins. File order never decides between different ``updated``."""
+    later file, then the later line wins. File order never decides between different ``updated``.
+    ``MESSAGES_OF_KEY`` and ``CHANGES_OF_KEY`` count the key's messages and distinct ``updated`` in the
+    same pass (one shuffle, one sort)."""
     newest_first = Window.partitionBy("topic", "key").orderBy(
         F.col("wall").desc(),
         F.col("logical").desc(),
@@ -24,27 +33,57 @@ def latest_per_key(messages: DataFrame) -> DataFrame:
         F.col("file").desc(),
         F.col("line").desc(),
     )
-    return messages.withColumn("_rank", F.row_number().over(newest_first)).where("_rank = 1").drop("_rank")
-
-
-def column_kinds(messages: DataFrame) -> DataFrame:
-    """Per (topic, column): the kinds of its non-null values and the longest integer, in one small result."""
-    cells = messages.select("topic", F.explode("values").alias("column", "text"), "kinds")
-    return cells.groupBy("topic", "column").agg(
-        F.collect_set(F.col("kinds")[F.col("column")]).alias("kinds"),
-        F.max(F.when(F.col("kinds")[F.col("column")] == "i", F.length(F.ltrim(F.col("text"))))).alias("digits"),
+    whole_key = newest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    # Messages of one change are next to each other in that order: a row starts a change when its
+    # updated differs from the row before it.
+    starts_change = (
+        F.coalesce(
+            (F.lag("wall").over(newest_first) != F.col("wall"))
+            | (F.lag("logical").over(newest_first) != F.col("logical")),
+            F.lit(True),
+        )
+    ).cast("int")
+    return (
+        messages.withColumn("_rank", F.row_number().over(newest_first))
+        .withColumn("_starts_change", starts_change)
+        .withColumn(MESSAGES_OF_KEY, F.count(F.lit(1)).over(whole_key))
+        .withColumn(CHANGES_OF_KEY, F.sum("_starts_change").over(whole_key))
+        .where("_rank = 1")
+        .drop("_rank", "_starts_change")
     )
 
 
-def column_type(kinds: set[str], digits: int | None) -> str:
+def kinds_by_column(shapes: Iterable[Shape]) -> dict[str, dict[str, set[str]]]:
+    """topic -> column -> the kinds of its non-null values (empty: only nulls seen), from the shapes of
+    the batch's rows (:func:`lakefeed.crdb.messages.row_shapes`); columns in name order.
+
+    >>> found = kinds_by_column([("t", ("b", "a"), (("a", "i"),)), ("t", ("a", "b"), (("a", "f"), ("b", "s")))])
+    >>> found == {"t": {"a": {"f", "i"}, "b": {"s"}}}, list(found["t"])
+    (True, ['a', 'b'])
+    """
+    found: dict[str, dict[str, set[str]]] = {}
+    for topic, columns, kinds in shapes:
+        per_column = found.setdefault(topic, {})
+        for column in columns:
+            per_column.setdefault(column, set())
+        for column, kind in kinds:
+            per_column.setdefault(column, set()).add(kind)
+    return {topic: dict(sorted(per_column.items())) for topic, per_column in sorted(found.items())}
+
+
+def column_type(kinds: set[str]) -> str:
     """The Spark type of a column first seen with values of these kinds (later batches keep it).
 
-    >>> column_type({"i"}, 5), column_type({"i", "f"}, 3), column_type({"s", "i"}, 2), column_type(set(), None)
-    ('bigint', 'double', 'string', 'string')
+    >>> column_type({"i"}), column_type({"i", "I"}), column_type({"i", "f"}), column_type({"s", "i"})
+    ('bigint', 'decimal(38,0)', 'double', 'string')
+    >>> column_type({"I", "f"}), column_type({"b"}), column_type(set())
+    ('double', 'boolean', 'string')
     """
     if kinds == {"i"}:
-        return "bigint" if (digits or 0) <= _LONG_DIGITS else "decimal(38,0)"
-    if kinds and kinds <= {"i", "f"}:
+        return "bigint"
+    if kinds and kinds <= {"i", "I"}:
+        return "decimal(38,0)"
+    if kinds and kinds <= {"i", "I", "f"}:
         return "double"
     if kinds == {"b"}:
         return "boolean"

@@ -47,7 +47,7 @@ def test_wrapped_lines_become_message_rows_with_numbers_as_written(tmp_path, com
     )
     values, kinds = dict(upsert["values"]), dict(upsert["kinds"])
     assert values["total"] == "10.50" and kinds["total"] == "f"
-    assert values["big"] == "123456789012345678901234567890" and kinds["big"] == "i"
+    assert values["big"] == "123456789012345678901234567890" and kinds["big"] == "I"  # too long for a bigint
     assert values["meta"] == '{"a":[1,2.50]}' and kinds["meta"] == "j"
     assert (values["ok"], values["name"], values["gone"]) == ("true", "x", None) and "gone" not in kinds
     assert delete["deleted"] and delete["values"] is None and delete["updated"] == "1741946433001000000.0000000001"
@@ -237,3 +237,43 @@ def test_the_block_decoder_takes_the_sinks_own_lines(tmp_path):
         fast = _fast_batch(block, 0, "t", 1, "f")
         assert fast is not None
         assert pa.Table.from_batches([fast]).to_pylist() == rows(_exact_batches(block, 0, "u", "t", 1, "f"))
+
+
+_SHAPE_ROWS = st.lists(
+    st.tuples(
+        st.booleans(),  # deleted
+        st.dictionaries(  # column -> kind, None for a null value
+            st.sampled_from(["a", "b", "c|d", "e\x1fx", "f\x1ey", "ü"]),
+            st.one_of(st.none(), st.sampled_from("iIfsbj")),
+            max_size=4,
+        ),
+    ),
+    max_size=30,
+)
+
+
+@given(_SHAPE_ROWS, st.sampled_from(["t", "u"]))
+@settings(max_examples=150, deadline=None)
+def test_row_shapes_are_the_distinct_shapes_of_the_live_rows(described, topic):
+    """Arrow finds the distinct shapes of a batch exactly as a row-by-row reading would: column names with
+    the separators in them, nulls, deletes and empty rows included."""
+    from lakefeed.crdb.messages import row_shapes
+
+    batch = pa.RecordBatch.from_pylist(
+        [
+            {
+                "topic": topic,
+                "deleted": deleted,
+                "values": None if deleted else {c: (None if k is None else "1") for c, k in columns.items()},
+                "kinds": None if deleted else {c: k for c, k in columns.items() if k is not None},
+            }
+            for deleted, columns in described
+        ],
+        schema=MESSAGE_SCHEMA,
+    )
+    expected = {
+        (topic, tuple(columns), tuple((c, k) for c, k in columns.items() if k is not None))
+        for deleted, columns in described
+        if not deleted
+    }
+    assert row_shapes(batch) == expected
