@@ -2,6 +2,7 @@
 side by side in one run.
 
     python bench/scaling_bench.py            # via `make bench`
+    python bench/scaling_bench.py cdf        # one part only (blob or cdf); the other's saved figures stay
 
 - Blob: one hour of ~100k service-shaped events (the window after the one that filled the targets),
   through `spark-submit`, into targets holding about as many rows as the batch, and into copies of
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -201,16 +203,25 @@ def cdf(spark) -> dict:
     return figures
 
 
-def main() -> None:
+def main(parts: list[str]) -> None:
+    from common import RESULTS
+
     from lakefeed.spark import get_session
 
+    unknown = set(parts) - {"blob", "cdf"}
+    if unknown:
+        raise SystemExit(f"unknown part(s) {sorted(unknown)}: blob, cdf")
     spark = get_session("bench-scaling", master="local[2]", extra={"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
-    figures = {"blob": blob(spark), "cdf": cdf(spark)}
+    saved = json.loads(RESULTS.read_text()).get("scaling", {}) if RESULTS.exists() else {}
+    figures = {part: saved[part] for part in ("blob", "cdf") if part in saved and part not in parts}
+    for part, measure in (("blob", blob), ("cdf", cdf)):
+        if part in parts:
+            figures[part] = {**measure(spark), "measured": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}
     spark.stop()
     save("scaling", figures)
     print(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:] or ["blob", "cdf"])

@@ -263,6 +263,20 @@ def keys_named(column: str, values: list[object], limit: int = MAX_KEYS_NAMED) -
     return f"({named} OR {column} IS NULL)" if len(literals) < len(values) else named
 
 
+def effects_of_new_keys(metrics: dict[str, int], rows: int, live: int) -> tuple[int, int, int] | None:
+    """(inserted, updated, deleted) of a guarded MERGE of ``rows`` source rows, one per key (``live`` of
+    them not tombstones), when its metrics prove every row went in as a new key: no row matched, so
+    readers see ``live`` inserts and nothing else. None when some row matched a target row (count with
+    :func:`count_effects`, from the table's change feed).
+
+    >>> effects_of_new_keys({"numTargetRowsInserted": 5}, 5, 4), effects_of_new_keys({"numTargetRowsInserted": 4}, 5, 4)
+    ((4, 0, 0), None)
+    """
+    if rows > 0 and metrics.get("numTargetRowsInserted", 0) == rows:
+        return live, 0, 0
+    return None
+
+
 def count_effects(
     spark: SparkSession, path: str, version: int, keys: list[str], deleted_column: str
 ) -> tuple[int, int, int]:

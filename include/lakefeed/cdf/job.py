@@ -35,6 +35,7 @@ from lakefeed.cdf.log import check_later_changes, check_range, check_target, lat
 from lakefeed.cdf.summary import CdfSummary
 from lakefeed.cdf.transforms import (
     CDF_COLUMNS,
+    CHANGE_TYPE,
     DELETED_COLUMN,
     ROWS_OF_KEY,
     TARGET_COLUMNS,
@@ -48,6 +49,7 @@ from lakefeed.delta import (
     REFRESH_MARKER,
     UPDATED_IN_PLACE,
     count_effects,
+    effects_of_new_keys,
     ensure_table,
     keys_named,
     naming_keys_pays,
@@ -157,9 +159,13 @@ def run(
     last_changes = last_change_per_key(changes, keys).persist()
     try:
         try:
-            counts = last_changes.agg(F.count(F.lit(1)), F.sum(ROWS_OF_KEY), F.min(keys[0]), F.max(keys[0])).collect()[
-                0
-            ]
+            counts = last_changes.agg(
+                F.count(F.lit(1)),
+                F.sum(ROWS_OF_KEY),
+                F.min(keys[0]),
+                F.max(keys[0]),
+                F.count_if(F.col(CHANGE_TYPE) != "delete"),
+            ).collect()[0]
         except Exception as exc:
             raise (  # noqa: B904 (the Spark error stays its context)
                 _vacuumed(exc, spark_source, read_from, end)
@@ -167,6 +173,7 @@ def run(
                 or exc
             )
         summary.keys_changed, summary.rows_read = int(counts[0]), int(counts[1] or 0)
+        live = int(counts[4])
         laps["read"] = round(time.perf_counter() - clock, 3)
         summary.added_columns = _merge(
             spark,
@@ -177,6 +184,7 @@ def run(
             metadata={"pipeline": PIPELINE, "source": source, "startingVersion": start, "endingVersion": end},
             key_range=(counts[2], counts[3]),
             table=target,
+            live=live,
         )
     finally:
         last_changes.unpersist()
@@ -236,6 +244,7 @@ def _merge(
     metadata: dict[str, Any],
     key_range: tuple[Any, Any],
     table: str,
+    live: int,
 ) -> list[str]:
     """Create the target or add the source's new columns, then the version-guarded MERGE; each step
     retried when a concurrent run commits first (both are idempotent).
@@ -295,9 +304,9 @@ def _merge(
         summary.files_rewritten = metrics.get("numTargetFilesRemoved", 0)
         summary.rows_copied = metrics.get("numTargetRowsCopied", 0)
         summary.target_version = commit["version"]
-        summary.inserted, summary.updated, summary.deleted = count_effects(
-            spark, target, commit["version"], keys, DELETED_COLUMN
-        )
+        summary.inserted, summary.updated, summary.deleted = effects_of_new_keys(
+            metrics, summary.keys_changed, live
+        ) or count_effects(spark, target, commit["version"], keys, DELETED_COLUMN)
     else:
         summary.target_version = table_version(spark, target)
     summary.unchanged = summary.keys_changed - summary.inserted - summary.updated - summary.deleted

@@ -47,6 +47,7 @@ from lakefeed.crdb.transforms import (
 from lakefeed.delta import (
     UPDATED_IN_PLACE,
     count_effects,
+    effects_of_new_keys,
     ensure_table,
     reported_commit,
     table_location,
@@ -127,6 +128,7 @@ def run(
                     F.sum(MESSAGES_OF_KEY).alias("messages"),
                     F.sum(CHANGES_OF_KEY).alias("changes"),
                     F.count(F.lit(1)).alias("keys"),
+                    F.count_if(~F.col("deleted")).alias("live"),
                     F.max(F.struct("wall", "logical")).alias("newest"),
                 )
                 .collect()
@@ -155,6 +157,7 @@ def run(
                 topic,
                 kinds.get(topic, {}),
                 row["keys"],
+                row["live"],
                 metadata,
                 summary.commits,
                 f"{target_root.rstrip('/')}/{topic}",
@@ -212,6 +215,7 @@ def _merge_topic(
     topic: str,
     kinds: dict[str, set[str]],
     keys_changed: int,
+    live: int,
     metadata: dict[str, Any],
     commits: list[dict[str, Any]],
     reported_as: str,
@@ -269,9 +273,9 @@ def _merge_topic(
     summary.rows_copied = metrics.get("numTargetRowsCopied", 0)
     applied = metrics.get("numTargetRowsInserted", 0) + metrics.get("numTargetRowsUpdated", 0)
     summary.stale_skipped = keys_changed - applied
-    summary.inserted, summary.updated, summary.deleted = count_effects(
-        spark, target, commit["version"], [KEY_COLUMN], DELETED_COLUMN
-    )
+    summary.inserted, summary.updated, summary.deleted = effects_of_new_keys(
+        metrics, keys_changed, live
+    ) or count_effects(spark, target, commit["version"], [KEY_COLUMN], DELETED_COLUMN)
     return summary
 
 
