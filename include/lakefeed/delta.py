@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from delta.tables import DeltaTable
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,11 @@ CONFLICT_ATTEMPTS = 8
 # lets nothing through commits nothing.
 UPDATED_IN_PLACE = {"delta.enableDeletionVectors": "true"}
 # Delta's answers when two writers create one table at once: retried like a commit conflict.
-CREATION_RACES = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_ALREADY_EXISTS")
+CREATION_RACES = (
+    "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION",
+    "DELTA_TABLE_ALREADY_EXISTS",
+    "TABLE_OR_VIEW_ALREADY_EXISTS",
+)
 # ... and, from ``createIfNotExists`` only, when the other writer's log appeared between its own checks.
 CREATE_IF_NOT_EXISTS_RACES = ("DELTA_TABLE_NOT_FOUND",)
 
@@ -78,6 +82,30 @@ def ensure_table(
             settings = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
     return DeltaTable.forPath(spark, path)
+
+
+def create_table_with_rows(spark: SparkSession, path: str, rows: DataFrame, properties: dict[str, str]) -> None:
+    """Create the Delta table at ``path`` holding ``rows``, with ``properties``, in one commit (CREATE TABLE
+    AS SELECT): a first load written once instead of a table creation and a MERGE. When a table is
+    already there (another writer created it first), Delta refuses and nothing is written:
+    :func:`created_by_another` tells that refusal apart."""
+    view = f"lakefeed_rows_{uuid.uuid4().hex}"
+    rows.createOrReplaceTempView(view)
+    settings = ", ".join(f"'{key}' = '{value}'" for key, value in sorted(properties.items()))
+    try:
+        spark.sql(
+            f"CREATE TABLE delta.`{path}` USING delta"
+            + (f" TBLPROPERTIES ({settings})" if settings else "")
+            + f" AS SELECT * FROM `{view}`"
+        )
+    finally:
+        spark.catalog.dropTempView(view)
+
+
+def created_by_another(exc: Exception) -> bool:
+    """Whether a table creation failed because another writer created the table first (its first commit
+    won, or its table is there), rather than for a reason of its own."""
+    return isinstance(exc, conflict_errors()) or _creation_race(exc)
 
 
 # Tags every commit of this process carries besides its own metadata: the job's ``--pipeline-id`` (the

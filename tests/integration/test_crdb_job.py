@@ -15,6 +15,7 @@ from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.job import plan, run
+from lakefeed.delta import create_table_with_rows, created_by_another
 from lakefeed.errors import FeedCorruptError, WindowNotReadyError
 
 pytestmark = pytest.mark.integration
@@ -175,3 +176,50 @@ def test_spark_submit_contract(tmp_path):
     summary = json.loads(summary_file.read_text())
     assert summary["throughResolved"] == truth.resolved[-1] and summary["messagesRead"] == truth.messages
     assert set(summary["topics"]) == {"customers", "orders"}
+
+
+def test_two_first_loads_at_once_both_exit_0_and_the_tables_equal_the_truth(spark, tmp_path):
+    """A first load creates each topic table holding its rows in one commit; two jobs doing it at once
+    (a backfill beside a scheduled run) race for the creation: the one that loses merges into the
+    winner's table instead (its guard lets nothing through twice), and both exit 0."""
+    truth = generate_sink(tmp_path / "sink", SinkSpec(**{**SPEC.__dict__, "steps": 9}))
+    args = ["--sink-root", str(tmp_path / "sink"), "--target-root", str(tmp_path / "lake")]
+    jobs = [
+        subprocess.Popen(
+            [
+                "spark-submit",
+                str(ROOT / "spark_jobs" / "cockroach_changefeed_job.py"),
+                *args,
+                "--through-resolved",
+                through,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for through in (truth.resolved[-1], truth.resolved[-1])
+    ]
+    outputs = [job.communicate(timeout=600)[0] for job in jobs]
+    assert [job.returncode for job in jobs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    assert_matches_truth(spark, tmp_path / "lake", truth)
+    for topic in ("customers", "orders"):
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'lake' / topic}`").orderBy("version").collect()
+        assert history[0]["operation"] == "CREATE TABLE AS SELECT"  # the rows came with the table
+        assert all(row["operation"] != "CREATE TABLE AS SELECT" for row in history[1:])
+
+
+def test_a_first_load_is_one_commit_and_later_batches_merge(spark, tmp_path):
+    truth = generate_sink(tmp_path / "sink", SPEC)
+    middle = truth.resolved[len(truth.resolved) // 2]
+    first = apply(spark, tmp_path / "sink", tmp_path / "lake", None, middle)
+    assert versions(spark, tmp_path / "lake") == {"customers": 0, "orders": 0}
+    assert first.inserted > 0 and first.updated == first.deleted == 0
+    assert sum(t.inserted for t in first.topics.values()) == first.inserted
+    # A second creation (a run that lost the race) is refused, told apart, and writes nothing.
+    with pytest.raises(Exception) as refused:
+        create_table_with_rows(spark, str(tmp_path / "lake" / "customers"), spark.range(3).toDF("_crdb_key"), {})
+    assert created_by_another(refused.value)
+    assert versions(spark, tmp_path / "lake") == {"customers": 0, "orders": 0}
+    second = apply(spark, tmp_path / "sink", tmp_path / "lake", middle, truth.resolved[-1])
+    assert second.updated > 0 and max(versions(spark, tmp_path / "lake").values()) >= 1
+    assert_matches_truth(spark, tmp_path / "lake", truth)

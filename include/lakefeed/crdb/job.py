@@ -47,6 +47,8 @@ from lakefeed.crdb.transforms import (
 from lakefeed.delta import (
     UPDATED_IN_PLACE,
     count_effects,
+    create_table_with_rows,
+    created_by_another,
     effects_of_new_keys,
     ensure_table,
     reported_commit,
@@ -220,22 +222,34 @@ def _merge_topic(
     commits: list[dict[str, Any]],
     reported_as: str,
 ) -> TopicSummary:
-    """MERGE one topic's latest changes into its table, applying each only when its updated is newer; the
-    commit made is added to ``commits`` (the table named ``reported_as``, the target root as configured)."""
+    """MERGE one topic's latest changes into its table, applying each only when its updated is newer; a
+    table not there yet is created holding them, in one commit. The commit made is added to ``commits``
+    (the table named ``reported_as``, the target root as configured)."""
     from delta.tables import DeltaTable
 
     summary = TopicSummary(keys_changed=keys_changed)
+    tags = {**metadata, "topic": topic}
     existing = _existing_types(spark, target)
-    types = {name: existing.get(name) or column_type(found) for name, found in kinds.items()}
-    failure = cast_failures(latest, types).first()
-    if failure is not None:
-        raise FeedCorruptError(
-            f"{failure['file']}: line {failure['line']}: the value of column "
-            f"{failure['column']!r} of topic {topic} does not fit its type "
-            f"{types[failure['column']]} (kept from earlier data); nothing was written"
-        )
-    types = {**{name: kind for name, kind in existing.items() if name not in types}, **types}
-    rows = target_rows(latest, types)
+    if not existing:
+        rows = _typed_rows(latest, topic, kinds, existing)
+        try:
+            commit = tagged_write(
+                spark, target, tags, lambda: create_table_with_rows(spark, target, rows, TARGET_PROPERTIES), attempts=1
+            )
+        except Exception as exc:
+            if not created_by_another(exc):
+                raise
+            log.warning("%s: created by another run meanwhile; merging into it", target)
+            existing = _existing_types(spark, target)
+        else:
+            assert commit is not None  # a table creation always commits
+            commits += reported_commit(reported_as, commit)
+            summary.target_version = commit["version"]
+            summary.bytes_written = commit["metrics"].get("numOutputBytes", 0)
+            summary.inserted = live  # every key is new: tombstones of unseen keys are kept, not counted
+            return summary
+    types = _types(kinds, existing)
+    rows = _typed_rows(latest, topic, kinds, existing)
     summary.added_columns = sorted(set(types) - set(existing)) if existing else []
 
     def prepare() -> None:
@@ -244,7 +258,7 @@ def _merge_topic(
             spec = ", ".join(f"`{name}` {types[name]}" for name in summary.added_columns)
             spark.sql(f"ALTER TABLE delta.`{target}` ADD COLUMNS ({spec})")
 
-    tagged_write(spark, target, {**metadata, "topic": topic, "step": "schema"}, prepare)
+    tagged_write(spark, target, {**tags, "step": "schema"}, prepare)
     newer = f"CAST(s.{UPDATED_COLUMN} AS {HLC_DECIMAL}) > CAST(t.{UPDATED_COLUMN} AS {HLC_DECIMAL})"
 
     def write() -> None:
@@ -261,7 +275,7 @@ def _merge_topic(
             .execute()
         )
 
-    commit = tagged_write(spark, target, {**metadata, "topic": topic}, write)
+    commit = tagged_write(spark, target, tags, write)
     commits += reported_commit(reported_as, commit)
     if commit is None:
         summary.target_version = table_version(spark, target)
@@ -277,6 +291,25 @@ def _merge_topic(
         metrics, keys_changed, live
     ) or count_effects(spark, target, commit["version"], [KEY_COLUMN], DELETED_COLUMN)
     return summary
+
+
+def _types(kinds: dict[str, set[str]], existing: dict[str, str]) -> dict[str, str]:
+    """The type of each column of the batch: the table's for a column it has, else from the kinds seen."""
+    return {name: existing.get(name) or column_type(found) for name, found in kinds.items()}
+
+
+def _typed_rows(latest: DataFrame, topic: str, kinds: dict[str, set[str]], existing: dict[str, str]) -> DataFrame:
+    """The topic's latest changes as target rows, every column typed (the table's columns it lacks
+    included); refused naming the file, line and column when a value does not fit its type."""
+    types = _types(kinds, existing)
+    failure = cast_failures(latest, types).first()
+    if failure is not None:
+        raise FeedCorruptError(
+            f"{failure['file']}: line {failure['line']}: the value of column "
+            f"{failure['column']!r} of topic {topic} does not fit its type "
+            f"{types[failure['column']]} (kept from earlier data); nothing was written"
+        )
+    return target_rows(latest, {**{name: kind for name, kind in existing.items() if name not in types}, **types})
 
 
 def _existing_types(spark: SparkSession, target: str) -> dict[str, str]:
