@@ -168,7 +168,16 @@ def main() -> int:
         for script in ("blob_bench.py", "scaling_bench.py", "cdf_bench.py", "crdb_bench.py"):
             print(f"== {script}", flush=True)
             subprocess.run([sys.executable, str(HERE / script)], check=True)
-    results = json.loads(RESULTS.read_text())
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    missing = [name for name in ("blob", "scaling", "cdf", "crdb") if name not in results]
+    if missing:  # the table is rebuilt whole: a section missing would drop its rows
+        print(
+            f"{RESULTS} holds no figures of {', '.join(missing)}: run "
+            + ", ".join(f"bench/{name}_bench.py" for name in missing)
+            + " (or make bench) first; the README table is left as it is",
+            file=sys.stderr,
+        )
+        return 2
     readme = HERE / "README.md"
     text = readme.read_text()
     text = re.sub(
