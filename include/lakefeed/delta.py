@@ -79,27 +79,33 @@ def ensure_table(
         missing = {k: v for k, v in properties.items() if current.get(k) != v}
         if missing:
             log.warning("%s: setting %s (a one-time upgrade of a table made before them)", path, missing)
-            settings = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
-            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({_properties_sql(missing)})")
     return DeltaTable.forPath(spark, path)
 
 
-def create_table_with_rows(spark: SparkSession, path: str, rows: DataFrame, properties: dict[str, str]) -> None:
+def create_table_with_rows(
+    spark: SparkSession, path: str, rows: DataFrame, properties: dict[str, str], *, replace: bool = False
+) -> None:
     """Create the Delta table at ``path`` holding ``rows``, with ``properties``, in one commit (CREATE TABLE
     AS SELECT): a first load written once instead of a table creation and a MERGE. When a table is
     already there (another writer created it first), Delta refuses and nothing is written:
-    :func:`created_by_another` tells that refusal apart."""
+    :func:`created_by_another` tells that refusal apart. ``replace``: CREATE OR REPLACE, a table there
+    or not (a full refresh)."""
     view = f"lakefeed_rows_{uuid.uuid4().hex}"
     rows.createOrReplaceTempView(view)
-    settings = ", ".join(f"'{key}' = '{value}'" for key, value in sorted(properties.items()))
     try:
         spark.sql(
-            f"CREATE TABLE delta.`{path}` USING delta"
-            + (f" TBLPROPERTIES ({settings})" if settings else "")
+            f"{'CREATE OR REPLACE' if replace else 'CREATE'} TABLE delta.`{path.replace('`', '``')}` USING delta"
+            + (f" TBLPROPERTIES ({_properties_sql(properties)})" if properties else "")
             + f" AS SELECT * FROM `{view}`"
         )
     finally:
         spark.catalog.dropTempView(view)
+
+
+def _properties_sql(properties: dict[str, str]) -> str:
+    """``'key' = 'value', …`` of a TBLPROPERTIES clause, each text escaped as a SQL literal."""
+    return ", ".join(f"{sql_literal(str(k))} = {sql_literal(str(v))}" for k, v in sorted(properties.items()))
 
 
 def created_by_another(exc: Exception) -> bool:

@@ -25,7 +25,6 @@ import json
 import logging
 import re
 import time
-import uuid
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -49,6 +48,7 @@ from lakefeed.delta import (
     REFRESH_MARKER,
     UPDATED_IN_PLACE,
     count_effects,
+    create_table_with_rows,
     effects_of_new_keys,
     ensure_table,
     keys_named,
@@ -329,10 +329,6 @@ def _first_keys_named(
     return keys_named(f"t.`{key}`", values)
 
 
-def _sql_text(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace("'", "\\'")
-
-
 def _add_new_columns(spark: SparkSession, target: str, existing: list[str], rows: DataFrame) -> list[str]:
     """Additive schema changes of the source flow into the target."""
     new = [f for f in rows.schema.fields if f.name not in existing]
@@ -372,21 +368,12 @@ def full_refresh(
     # leave new rows with a stale base version. The target's own table properties are carried over.
     current = DeltaLog(Store(target)).latest_metadata() or {}
     properties = {**(current.get("configuration") or {}), **TARGET_PROPERTIES, BASE_VERSION_PROPERTY: str(version)}
-    settings = ", ".join(f"'{_sql_text(k)}' = '{_sql_text(v)}'" for k, v in sorted(properties.items()))
-    view = f"lakefeed_full_refresh_{uuid.uuid4().hex}"
-    rows.createOrReplaceTempView(view)
-    try:
-        refreshed = tagged_write(
-            spark,
-            spark_target,
-            {"pipeline": PIPELINE, "source": source, REFRESH_MARKER: version},
-            lambda: spark.sql(
-                f"CREATE OR REPLACE TABLE delta.`{spark_target.replace('`', '``')}` USING DELTA "
-                f"TBLPROPERTIES ({settings}) AS SELECT * FROM {view}"
-            ),
-        )
-    finally:
-        spark.catalog.dropTempView(view)
+    refreshed = tagged_write(
+        spark,
+        spark_target,
+        {"pipeline": PIPELINE, "source": source, REFRESH_MARKER: version},
+        lambda: create_table_with_rows(spark, spark_target, rows, properties, replace=True),
+    )
     summary = CdfSummary(
         source=source,
         target=target,
