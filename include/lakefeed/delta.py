@@ -33,6 +33,7 @@ CREATION_RACES = (
     "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION",
     "DELTA_TABLE_ALREADY_EXISTS",
     "TABLE_OR_VIEW_ALREADY_EXISTS",
+    "DELTA_PATH_EXISTS",
 )
 # ... and, from ``createIfNotExists`` only, when the other writer's log appeared between its own checks.
 CREATE_IF_NOT_EXISTS_RACES = ("DELTA_TABLE_NOT_FOUND",)
@@ -84,23 +85,87 @@ def ensure_table(
 
 
 def create_table_with_rows(
-    spark: SparkSession, path: str, rows: DataFrame, properties: dict[str, str], *, replace: bool = False
+    spark: SparkSession,
+    path: str,
+    rows: DataFrame,
+    properties: dict[str, str],
+    *,
+    partition_by: tuple[str, ...] = (),
+    replace: bool = False,
 ) -> None:
-    """Create the Delta table at ``path`` holding ``rows``, with ``properties``, in one commit (CREATE TABLE
-    AS SELECT): a first load written once instead of a table creation and a MERGE. When a table is
-    already there (another writer created it first), Delta refuses and nothing is written:
-    :func:`created_by_another` tells that refusal apart. ``replace``: CREATE OR REPLACE, a table there
-    or not (a full refresh)."""
-    view = f"lakefeed_rows_{uuid.uuid4().hex}"
-    rows.createOrReplaceTempView(view)
+    """Create the Delta table at ``path`` holding ``rows``, partitioned by ``partition_by``, with
+    ``properties``, in one commit: a first load written once instead of a table creation and a MERGE.
+    When a table is already there (another writer created it first), Delta refuses and nothing is
+    written: :func:`created_by_another` tells that refusal apart. Data files without a log (what a first
+    load killed while writing leaves) are not a table: they stay unreferenced and the load goes ahead.
+    ``replace``: CREATE OR REPLACE, a table there or not (a full refresh)."""
+    from pyspark.sql import functions as F
+
+    # Writers, not SQL over a temporary view: dropping that view would uncache ``rows``.
+    if replace:
+        replacing = rows.writeTo(f"delta.{_identifier(path)}").using("delta")
+        if partition_by:
+            replacing = replacing.partitionedBy(*(F.col(name) for name in partition_by))
+        for key, value in sorted(properties.items()):
+            replacing = replacing.tableProperty(key, value)
+        replacing.createOrReplace()
+        return
+    # A save that refuses an existing table (DELTA_PATH_EXISTS), where CREATE TABLE would also refuse a
+    # folder holding a killed load's files; the ``delta.*`` options become the new table's properties.
+    creating = rows.write.format("delta").mode("errorifexists").options(**properties)
+    if partition_by:
+        creating = creating.partitionBy(*partition_by)
+    creating.save(path)
+
+
+def first_load(
+    spark: SparkSession,
+    path: str,
+    rows: DataFrame,
+    properties: dict[str, str],
+    metadata: dict[str, Any],
+    *,
+    partition_by: tuple[str, ...] = (),
+) -> dict[str, Any] | None:
+    """Create the absent table at ``path`` holding ``rows`` in one tagged commit
+    (:func:`create_table_with_rows`) and return that commit (:func:`tagged_write`); None, with nothing
+    written, when another writer created the table first (the caller then merges into that one)."""
     try:
-        spark.sql(
-            f"{'CREATE OR REPLACE' if replace else 'CREATE'} TABLE delta.`{path.replace('`', '``')}` USING delta"
-            + (f" TBLPROPERTIES ({_properties_sql(properties)})" if properties else "")
-            + f" AS SELECT * FROM `{view}`"
+        commit = tagged_write(
+            spark,
+            path,
+            metadata,
+            lambda: create_table_with_rows(spark, path, rows, properties, partition_by=partition_by),
+            attempts=1,
         )
-    finally:
-        spark.catalog.dropTempView(view)
+    except Exception as exc:
+        if not created_by_another(exc):
+            raise
+        log.warning("%s: created by another run meanwhile; merging into it", path)
+        return None
+    assert commit is not None  # a table creation always commits
+    return commit
+
+
+def statistics_on(schema: StructType, partition_by: tuple[str, ...] = ()) -> dict[str, str]:
+    """The table property that keeps file statistics (minimum, maximum) on every top-level column of
+    ``schema`` that has an order Delta keeps (numbers, strings, dates, timestamps; partition columns
+    aside) and on no nested one. Delta's default, the first 32 leaf columns, spends
+    them inside wide structs and misses the columns after them; statistics of a struct's strings cost
+    ~20 % of a write of nested rows and no query prunes by them."""
+    from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
+
+    ordered = (NumericType, StringType, DateType, TimestampType, TimestampNTZType)
+    scalars = [f.name for f in schema.fields if f.name not in partition_by and isinstance(f.dataType, ordered)]
+    return {
+        "delta.dataSkippingStatsColumns": ",".join(
+            name if name.isidentifier() else _identifier(name) for name in scalars
+        )
+    }
+
+
+def _identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _properties_sql(properties: dict[str, str]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 from datetime import UTC
 from pathlib import Path
@@ -85,6 +86,26 @@ def test_full_run_matches_ground_truth_and_rerun_changes_nothing(spark, feed, tm
     assert first.strays == sum(e.stray for e in truth.claimed(windows)) > 0
     assert first.duplicates_removed > 0 and first.control_dropped > 0
     assert first.empty_chunk_files == 1
+    assert first.state_inserted == len(truth.state(windows)) and first.commits_made == 2
+    for table in ("events", "state"):  # a first load creates each table holding its rows: one commit
+        (creation,) = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / table}`").collect()
+        assert creation["operation"] == "WRITE"
+    assert _statistics_kept(tmp_path / "events") == {
+        "id",
+        "eventType",
+        "eventTime",
+        "eventTimestamp",
+        "subject",
+        "topic",
+        "schemaVersion",
+        "eventTimeTicks",
+        "claimWindow",
+        "segmentStart",
+        "shard",
+        "chunkFile",
+        "chunkRecordIndex",
+        "ingestedAt",
+    }
     history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'events'}`").collect()
     assert json.loads(history[0]["userMetadata"])["windows"] == [format_time(w) for w in windows]
 
@@ -100,6 +121,18 @@ def test_full_run_matches_ground_truth_and_rerun_changes_nothing(spark, feed, tm
         0,
         0,
     )
+
+
+def _statistics_kept(table: Path) -> set[str]:
+    """The columns whose minimum the events table's files record (every file alike), from its log."""
+    kept = set()
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            add = json.loads(line).get("add")
+            if add:
+                kept.add(frozenset(json.loads(add["stats"])["minValues"]))
+    (columns,) = kept
+    return set(columns)
 
 
 def test_an_hourly_run_writes_its_changes_not_the_tables(spark, feed, tmp_path):
@@ -118,14 +151,18 @@ def test_an_hourly_run_writes_its_changes_not_the_tables(spark, feed, tmp_path):
     assert_matches_truth(spark, tmp_path, truth, windows)
 
 
-def test_a_state_table_made_before_deletion_vectors_is_upgraded_once(spark, feed, tmp_path):
+def test_tables_made_before_deletion_vectors_and_event_time_statistics_are_upgraded_once(spark, feed, tmp_path):
     root, truth = feed
     windows = truth.ready_windows()
     ingest(spark, root, tmp_path, windows[0], windows[1])
     spark.sql(f"ALTER TABLE delta.`{tmp_path / 'state'}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
+    spark.sql(f"ALTER TABLE delta.`{tmp_path / 'events'}` UNSET TBLPROPERTIES ('delta.dataSkippingStatsColumns')")
     ingest(spark, root, tmp_path, windows[1], windows[-1] + HOUR)
     properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{tmp_path / 'state'}`").collect()}
     assert properties["delta.enableDeletionVectors"] == "true"
+    # An events table made before it keeps statistics on eventTimeTicks (what its MERGE prunes by) from then on.
+    events = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{tmp_path / 'events'}`").collect()}
+    assert "eventTimeTicks" in events["delta.dataSkippingStatsColumns"].split(",")
     assert_matches_truth(spark, tmp_path, truth, windows)
 
 
@@ -137,6 +174,23 @@ def test_windows_one_by_one_in_any_order_equal_one_clean_run(spark, feed, tmp_pa
     for window in order + order[:2]:  # and a few replays
         ingest(spark, root, tmp_path, window, window + HOUR)
     assert_matches_truth(spark, tmp_path, truth, windows)
+
+
+def test_a_first_load_killed_while_writing_leaves_files_the_next_run_ignores(spark, feed, tmp_path):
+    """A first load writes its files before the commit that creates the table: killed in between, it
+    leaves data files and no log. They are no table: the re-run creates it, and none of their rows
+    (here: a copy of the same events) reaches it."""
+    root, truth = feed
+    windows = truth.ready_windows()
+    ingest(spark, root, tmp_path / "killed", windows[0], windows[-1] + HOUR)
+    for table in ("events", "state"):
+        shutil.rmtree(tmp_path / "killed" / table / "_delta_log")
+        shutil.copytree(tmp_path / "killed" / table, tmp_path / table)
+    again = ingest(spark, root, tmp_path, windows[0], windows[-1] + HOUR)
+    assert again.events_inserted == again.events_unique == len(truth.claimed(windows))
+    assert again.commits_made == 2
+    assert_matches_truth(spark, tmp_path, truth, windows)
+    assert spark.read.format("delta").load(str(tmp_path / "events")).count() == again.events_unique
 
 
 def test_window_not_ready_is_refused_before_spark(feed):
@@ -306,11 +360,12 @@ def test_spark_submit_refuses_a_shard_lost_to_retention_until_acknowledged(spark
 
 
 def test_two_jobs_merging_the_same_tables_at_once_both_commit(spark, feed, tmp_path):
-    """Two runs of overlapping windows at once (a backfill beside a scheduled run): Delta's write conflicts
-    are retried inside each job (both MERGEs are idempotent), so both exit 0 and the tables are right."""
+    """Two runs of overlapping windows at once (a backfill beside a scheduled run), both first loads: each
+    table is created once, holding the rows of the run that won its creation; the other run merges into
+    it. Delta's write conflicts are retried inside each job (both MERGEs are idempotent), so both exit 0
+    and the tables are right."""
     root, truth = feed
     windows = truth.ready_windows()
-    ingest(spark, root, tmp_path, windows[0], windows[1])  # the tables exist: both jobs MERGE, neither creates
     args = [
         "--feed-root",
         str(root),
@@ -339,5 +394,9 @@ def test_two_jobs_merging_the_same_tables_at_once_both_commit(spark, feed, tmp_p
     outputs = [job.communicate(timeout=600)[0] for job in jobs]
     assert [job.returncode for job in jobs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
     assert_matches_truth(spark, tmp_path, truth, windows)
+    for table in ("events", "state"):
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / table}`").orderBy("version").collect()
+        assert history[0]["operation"] == "WRITE"
+        assert all(row["operation"] != "WRITE" for row in history[1:])
     retried = sum(output.count("a concurrent writer committed first") for output in outputs)
     print(f"conflicting commits retried: {retried}")

@@ -204,8 +204,8 @@ def test_two_first_loads_at_once_both_exit_0_and_the_tables_equal_the_truth(spar
     assert_matches_truth(spark, tmp_path / "lake", truth)
     for topic in ("customers", "orders"):
         history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'lake' / topic}`").orderBy("version").collect()
-        assert history[0]["operation"] == "CREATE TABLE AS SELECT"  # the rows came with the table
-        assert all(row["operation"] != "CREATE TABLE AS SELECT" for row in history[1:])
+        assert history[0]["operation"] == "WRITE"  # the rows came with the table
+        assert all(row["operation"] != "WRITE" for row in history[1:])
 
 
 def test_a_first_load_is_one_commit_and_later_batches_merge(spark, tmp_path):

@@ -35,7 +35,9 @@ from lakefeed.config import DECODERS
 from lakefeed.delta import (
     UPDATED_IN_PLACE,
     ensure_table,
+    first_load,
     reported_commit,
+    statistics_on,
     table_location,
     table_version,
     tagged_write,
@@ -152,7 +154,7 @@ def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table
     if summary.events_unique == 0:
         log.info("no events claimed by %s: targets unchanged", ", ".join(summary.windows))
         for table, schema, partitions, properties in (
-            (events_table, batch.schema, EVENTS_PARTITIONS, {}),
+            (events_table, batch.schema, EVENTS_PARTITIONS, statistics_on(batch.schema, EVENTS_PARTITIONS)),
             (state_table, state_rows.schema, (), STATE_PROPERTIES),
         ):
             tagged_write(spark, table, metadata, lambda: ensure_table(spark, table, schema, partitions, properties))  # noqa: B023 (called at once)
@@ -166,7 +168,34 @@ def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table
 def _merge_events(
     spark: SparkSession, batch: DataFrame, events_table: str, metadata: dict[str, Any], summary: RunSummary
 ) -> None:
-    """Insert-if-absent on ``(eventDate, id)``, pruned to the dates and event times in the batch.
+    """Insert-if-absent on ``(eventDate, id)`` (:func:`_events_condition`); a table not there yet is
+    created holding the batch, in one commit."""
+    properties = statistics_on(batch.schema, EVENTS_PARTITIONS)
+    tags = {**metadata, "target": "events"}
+    commit = None
+    if table_version(spark, events_table) is None:
+        commit = first_load(spark, events_table, batch, properties, tags, partition_by=EVENTS_PARTITIONS)
+    if commit is not None:
+        summary.events_inserted = commit["metrics"].get("numOutputRows", 0)
+        summary.events_bytes_written = commit["metrics"].get("numOutputBytes", 0)
+    else:
+        condition = _events_condition(batch)
+
+        def write() -> None:
+            events = ensure_table(spark, events_table, batch.schema, EVENTS_PARTITIONS, properties)
+            events.alias("t").merge(batch.alias("s"), condition).whenNotMatchedInsertAll().execute()
+
+        commit = tagged_write(spark, events_table, tags, write)
+        metrics = commit["metrics"] if commit else {}
+        summary.events_inserted = metrics.get("numTargetRowsInserted", 0)
+        summary.events_bytes_written = metrics.get("numTargetBytesAdded", 0)
+    summary.events_table_version = commit["version"] if commit else table_version(spark, events_table)
+    summary.commits += reported_commit(summary.events_table or events_table, commit)
+    summary.commits_made += commit is not None
+
+
+def _events_condition(batch: DataFrame) -> str:
+    """The events MERGE's condition, pruned to the dates and event times in the batch.
 
     The literal dates prune partitions; the literal tick range prunes files within them by their
     eventTimeTicks statistics (rows land in window order, so a file spans a few hours), so finding the
@@ -179,22 +208,10 @@ def _merge_events(
         F.max("eventTimeTicks").alias("high"),
     ).collect()[0]
     date_list = ", ".join(f"DATE'{d.isoformat()}'" for d in sorted(bounds["dates"]))
-    condition = (
+    return (
         f"t.eventDate IN ({date_list}) AND t.eventTimeTicks BETWEEN {bounds['low']} AND {bounds['high']} "
         f"AND t.eventDate = s.eventDate AND t.id = s.id"
     )
-
-    def write() -> None:
-        events = ensure_table(spark, events_table, batch.schema, partition_by=EVENTS_PARTITIONS)
-        events.alias("t").merge(batch.alias("s"), condition).whenNotMatchedInsertAll().execute()
-
-    commit = tagged_write(spark, events_table, {**metadata, "target": "events"}, write)
-    metrics = commit["metrics"] if commit else {}
-    summary.events_table_version = commit["version"] if commit else table_version(spark, events_table)
-    summary.commits += reported_commit(summary.events_table or events_table, commit)
-    summary.events_inserted = metrics.get("numTargetRowsInserted", 0)
-    summary.events_bytes_written = metrics.get("numTargetBytesAdded", 0)
-    summary.commits_made += commit is not None
 
 
 def _merge_state(
@@ -203,26 +220,34 @@ def _merge_state(
     """Per blob, the latest event by :func:`state_order`; an update only when the incoming event is later
     in that order than the stored one."""
     newer = state_order("s") > state_order("t")
+    tags = {**metadata, "target": "state"}
+    commit = None
+    if table_version(spark, state_table) is None:
+        commit = first_load(spark, state_table, state_rows, STATE_PROPERTIES, tags)
+    if commit is not None:
+        summary.state_inserted = commit["metrics"].get("numOutputRows", 0)
+        summary.state_bytes_written = commit["metrics"].get("numOutputBytes", 0)
+    else:
 
-    def write() -> None:
-        state = ensure_table(spark, state_table, state_rows.schema, properties=STATE_PROPERTIES)
-        (
-            state.alias("t")
-            .merge(state_rows.alias("s"), "t.subject = s.subject")
-            .whenMatchedUpdateAll(condition=newer)
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
+        def write() -> None:
+            state = ensure_table(spark, state_table, state_rows.schema, properties=STATE_PROPERTIES)
+            (
+                state.alias("t")
+                .merge(state_rows.alias("s"), "t.subject = s.subject")
+                .whenMatchedUpdateAll(condition=newer)
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
 
-    commit = tagged_write(spark, state_table, {**metadata, "target": "state"}, write)
-    metrics = commit["metrics"] if commit else {}
+        commit = tagged_write(spark, state_table, tags, write)
+        metrics = commit["metrics"] if commit else {}
+        summary.state_inserted = metrics.get("numTargetRowsInserted", 0)
+        summary.state_updated = metrics.get("numTargetRowsUpdated", 0)
+        summary.state_bytes_written = metrics.get("numTargetBytesAdded", 0)
+        summary.state_files_rewritten = metrics.get("numTargetFilesRemoved", 0)
+        summary.state_rows_copied = metrics.get("numTargetRowsCopied", 0)
     summary.state_table_version = commit["version"] if commit else table_version(spark, state_table)
     summary.commits += reported_commit(summary.state_table or state_table, commit)
-    summary.state_inserted = metrics.get("numTargetRowsInserted", 0)
-    summary.state_updated = metrics.get("numTargetRowsUpdated", 0)
-    summary.state_bytes_written = metrics.get("numTargetBytesAdded", 0)
-    summary.state_files_rewritten = metrics.get("numTargetFilesRemoved", 0)
-    summary.state_rows_copied = metrics.get("numTargetRowsCopied", 0)
     summary.commits_made += commit is not None
 
 

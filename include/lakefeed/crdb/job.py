@@ -47,10 +47,9 @@ from lakefeed.crdb.transforms import (
 from lakefeed.delta import (
     UPDATED_IN_PLACE,
     count_effects,
-    create_table_with_rows,
-    created_by_another,
     effects_of_new_keys,
     ensure_table,
+    first_load,
     reported_commit,
     table_location,
     table_version,
@@ -231,23 +230,14 @@ def _merge_topic(
     tags = {**metadata, "topic": topic}
     existing = _existing_types(spark, target)
     if not existing:
-        rows = _typed_rows(latest, topic, kinds, existing)
-        try:
-            commit = tagged_write(
-                spark, target, tags, lambda: create_table_with_rows(spark, target, rows, TARGET_PROPERTIES), attempts=1
-            )
-        except Exception as exc:
-            if not created_by_another(exc):
-                raise
-            log.warning("%s: created by another run meanwhile; merging into it", target)
-            existing = _existing_types(spark, target)
-        else:
-            assert commit is not None  # a table creation always commits
+        commit = first_load(spark, target, _typed_rows(latest, topic, kinds, existing), TARGET_PROPERTIES, tags)
+        if commit is not None:
             commits += reported_commit(reported_as, commit)
             summary.target_version = commit["version"]
             summary.bytes_written = commit["metrics"].get("numOutputBytes", 0)
             summary.inserted = live  # every key is new: tombstones of unseen keys are kept, not counted
             return summary
+        existing = _existing_types(spark, target)
     types = _types(kinds, existing)
     rows = _typed_rows(latest, topic, kinds, existing)
     summary.added_columns = sorted(set(types) - set(existing)) if existing else []
