@@ -163,6 +163,43 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def headline(results: dict) -> str:
+    """The project's performance targets against this machine's figures: the README's table."""
+    blob, cdf, crdb, scaling = results["blob"], results["cdf"], results["crdb"], results["scaling"]
+    hourly, spread = scaling["blob"], scaling["cdf"]
+    rows = [
+        (
+            f"Blob change feed job, cold, {blob['records_in_files']:,} records",
+            f"{blob['ratios']['e2e_cold_vs_fastavro_local']}x a bare fastavro read "
+            f"({blob['seconds']['e2e_cold_spark_submit']:.1f} s)",
+            ">= 0.5x",
+        ),
+        (
+            f"CockroachDB job, cold, {crdb['messages']:,} messages",
+            f"{crdb['ratio_job_vs_script']}x the single-process script "
+            f"({crdb['seconds']['job_cold_spark_submit']:.1f} s against {crdb['seconds']['single_process_script']:.1f} s)",
+            ">= 1x",
+        ),
+        (
+            f"CDF bulk apply, {cdf['changedRows']:,} changed rows",
+            f"{cdf['ratios']['ours_vs_plain_time']}x a plain read + overwrite",
+            "<= 1.5x",
+        ),
+        ("CDF hourly run, keys spread, 100x larger target", f"{spread['ratio_spread_big_vs_small']}x", "<= 1.5x"),
+        ("Blob hourly run, 20-100x larger targets", f"{hourly['ratio_big_vs_small']}x", "<= 1.5x"),
+        (
+            "Replay of applied work (blob, CDF)",
+            f"{hourly['replay_big']['written']['commits']} commits, "
+            f"{'1 commit' if spread['replay_big']['committed'] else '0 commits'}",
+            "0",
+        ),
+    ]
+    lines = [f"Measured {blob.get('measured', '?')} on {blob.get('machine', '?')}.", ""]
+    lines += ["| run | measured | target |", "| --- | --- | --- |"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines)
+
+
 def main() -> int:
     if sys.argv[1:] != ["--table-only"]:  # --table-only: rewrite the README table from saved results
         for script in ("blob_bench.py", "scaling_bench.py", "cdf_bench.py", "crdb_bench.py"):
@@ -187,6 +224,15 @@ def main() -> int:
         flags=re.S,
     )
     readme.write_text(text)
+    project = HERE.parent / "README.md"
+    project.write_text(
+        re.sub(
+            r"<!-- headline -->.*<!-- /headline -->",
+            f"<!-- headline -->\n{headline(results)}\n<!-- /headline -->",
+            project.read_text(),
+            flags=re.S,
+        )
+    )
     print(table(results))
     return 0
 
