@@ -296,11 +296,19 @@ def reported_commit(table: str, commit: dict[str, Any] | None) -> list[dict[str,
     return [{"table": table, "version": commit["version"], "token": commit["userMetadata"].get(COMMIT_TOKEN)}]
 
 
+def table_exists(spark: SparkSession, path: str) -> bool:
+    """Whether a Delta table is at ``path`` (its log alone: no Spark job)."""
+    from delta.tables import DeltaTable
+
+    exists: bool = DeltaTable.isDeltaTable(spark, path)
+    return exists
+
+
 def table_version(spark: SparkSession, path: str) -> int | None:
     """The table's latest version, or None when there is no Delta table at ``path``."""
     from delta.tables import DeltaTable
 
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not table_exists(spark, path):
         return None
     version: int = DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
     return version

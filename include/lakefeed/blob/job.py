@@ -38,6 +38,7 @@ from lakefeed.delta import (
     first_load,
     reported_commit,
     statistics_on,
+    table_exists,
     table_location,
     table_version,
     tagged_write,
@@ -173,7 +174,7 @@ def _merge_events(
     properties = statistics_on(batch.schema, EVENTS_PARTITIONS)
     tags = {**metadata, "target": "events"}
     commit = None
-    if table_version(spark, events_table) is None:
+    if not table_exists(spark, events_table):
         commit = first_load(spark, events_table, batch, properties, tags, partition_by=EVENTS_PARTITIONS)
     if commit is not None:
         summary.events_inserted = commit["metrics"].get("numOutputRows", 0)
@@ -222,7 +223,7 @@ def _merge_state(
     newer = state_order("s") > state_order("t")
     tags = {**metadata, "target": "state"}
     commit = None
-    if table_version(spark, state_table) is None:
+    if not table_exists(spark, state_table):
         commit = first_load(spark, state_table, state_rows, STATE_PROPERTIES, tags)
     if commit is not None:
         summary.state_inserted = commit["metrics"].get("numOutputRows", 0)
