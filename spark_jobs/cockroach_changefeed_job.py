@@ -72,6 +72,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=24.0,
         help="how far before --after-resolved to look for files named late (default 24)",
     )
+    parser.add_argument(
+        "--quarantine-table",
+        help="a Delta table (path or URL) for lines that are not changefeed messages: the run applies the "
+        "others and exits 0 (without it such a line refuses the run, exit 2, nothing written)",
+    )
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
     add_pipeline_id_argument(parser)
     return parser.parse_args(argv)
@@ -90,7 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     def work(spark, planned):
         from lakefeed.crdb.job import format_summary, run
 
-        summary = run(spark, args.sink_root, args.target_root, *planned, parquet_keys=args.parquet_keys)
+        summary = run(
+            spark,
+            args.sink_root,
+            args.target_root,
+            *planned,
+            parquet_keys=args.parquet_keys,
+            quarantine_table=args.quarantine_table,
+        )
         log.info("summary\n%s", format_summary(summary))
         return summary
 

@@ -46,6 +46,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--columns", type=_names, help="only these source columns (keys are always kept)")
     parser.add_argument("--starting-version", type=int, help="first source version (inclusive)")
     parser.add_argument("--ending-version", type=int, help="last source version (inclusive)")
+    parser.add_argument(
+        "--scd-type",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="1: the target holds each key's current row (default); 2: every version of it, with __START_AT and "
+        "__END_AT (source commit versions)",
+    )
     parser.add_argument("--full-refresh", action="store_true", help="rebuild the target from a source snapshot")
     parser.add_argument("--version", type=int, help="with --full-refresh: snapshot version (default latest)")
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
@@ -63,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         from lakefeed.cdf.job import full_refresh, run
 
         if args.full_refresh:
-            return full_refresh(spark, args.source_table, args.target_table, args.keys, args.version, args.columns)
+            return full_refresh(
+                spark, args.source_table, args.target_table, args.keys, args.version, args.columns, args.scd_type
+            )
         return run(
             spark,
             args.source_table,
@@ -72,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             args.starting_version,
             args.ending_version,
             args.columns,
+            args.scd_type,
         )
 
     return run_spark_job("delta_cdf_to_delta", args.summary_json, lambda: None, work, args.pipeline_id)

@@ -94,6 +94,7 @@ class CdfPipeline:
     versions_per_job: int = 50  # source versions per spark-submit
     max_versions_per_run: int = 1000
     wasb_conn_id: str | None = None  # the Azure connection of its tables' account (default: the top-level one)
+    scd_type: int = 1  # 1: each key's current row; 2: every version of it (__START_AT/__END_AT, lakefeed.cdf.scd2)
 
     @property
     def checkpoint_variable(self) -> str:
@@ -146,6 +147,8 @@ class CdfConfig(_Carried):
                 raise ConfigError(f"{where}: pipelines[{index}].keys must list key column names")
             if pipeline.versions_per_job < 1 or pipeline.max_versions_per_run < 1:
                 raise ConfigError(f"{where}: pipelines[{index}] version counts must be at least 1")
+            if pipeline.scd_type not in (1, 2):
+                raise ConfigError(f"{where}: pipelines[{index}].scd_type must be 1 or 2, not {pipeline.scd_type!r}")
             parsed.append(pipeline if pipeline.wasb_conn_id else replace(pipeline, wasb_conn_id=config.wasb_conn_id))
         names = [p.name for p in parsed]
         if len(set(names)) != len(names):
@@ -170,6 +173,7 @@ class CrdbConfig(_Carried):
     checkpoint_variable: str = "lakefeed_crdb_checkpoint"
     wasb_conn_id: str | None = None  # read an azure:// sink through this connection
     parquet_keys: dict[str, list[str]] | None = None  # format=parquet: {"topic": ["pk col", …]}
+    quarantine_table: str | None = None  # a Delta table for lines that are not messages (else: refused)
     resolved_per_batch: int = 120  # RESOLVED files per spark-submit
     max_batches_per_run: int = 4
     late_file_lookback_hours: float = 24.0

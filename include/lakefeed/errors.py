@@ -20,6 +20,12 @@ class FeedCorruptError(FeedError):
     """A file of the feed is not what the change feed format promises."""
 
 
+class UnreadableLine(FeedCorruptError):
+    """A line (or parquet row) of a CockroachDB sink file that is not a message the job can apply, where the
+    rest of its file can be read: refused like any bad input, or set aside in a quarantine table
+    (:func:`lakefeed.crdb.messages.quarantined_line`)."""
+
+
 class WindowNotReadyError(FeedError):
     """A requested window is not consumable yet (``lastConsumable`` < T + 1h)."""
 
@@ -70,5 +76,5 @@ def refusal_from_worker(exc: Exception) -> FeedCorruptError | None:
     stack dump Spark wraps it in; None when the failure was something else."""
     import re
 
-    m = re.search(r"lakefeed\.errors\.FeedCorruptError: (.+?)(?:\n|$)", str(exc))
+    m = re.search(r"lakefeed\.errors\.(?:FeedCorruptError|UnreadableLine): (.+?)(?:\n|$)", str(exc))
     return FeedCorruptError(m.group(1)) if m else None

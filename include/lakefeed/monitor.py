@@ -47,6 +47,7 @@ class RunRow:
     inserted: int | None = None
     updated: int | None = None
     deleted: int | None = None
+    quarantined: int | None = None  # crdb: lines set aside in the quarantine table
     sparkSeconds: float | None = None
     lag: float | None = None
     failedBatches: list[dict[str, Any]] = field(default_factory=list)

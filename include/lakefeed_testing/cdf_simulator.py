@@ -2,7 +2,9 @@
 
 Each commit is one of: append new keys, UPDATE some keys, DELETE some keys,
 re-insert deleted keys, MERGE (update + insert), or an overwrite of a slice
-(``replaceWhere``), where a key is both deleted and inserted in one version.
+(``replaceWhere``), where a key is both deleted and inserted in one version;
+and, when asked for, an UPDATE that changes only ``touched`` (``touch``) or
+nothing at all (``noop``: the change feed still holds its pre- and post-images).
 """
 
 from __future__ import annotations
@@ -38,10 +40,15 @@ def _rows(spark: SparkSession, ids, touched: int):
 class SourceSimulator:
     """Applies random commits to a source table; deterministic from ``seed``."""
 
-    def __init__(self, spark: SparkSession, path: str, seed: int = 1, key_space: int = 1_000):
+    KINDS = ("append", "update", "update", "delete", "reinsert", "merge", "overwrite")
+
+    def __init__(
+        self, spark: SparkSession, path: str, seed: int = 1, key_space: int = 1_000, kinds: tuple[str, ...] = KINDS
+    ):
         self.spark, self.path = spark, path
         self.rng = random.Random(seed)
         self.key_space = key_space
+        self.kinds = kinds
         self.step = 0
 
     def _live_ids(self) -> list[int]:
@@ -49,7 +56,7 @@ class SourceSimulator:
 
     def commit(self, kind: str | None = None) -> str:
         self.step += 1
-        kind = kind or self.rng.choice(["append", "update", "update", "delete", "reinsert", "merge", "overwrite"])
+        kind = kind or self.rng.choice(self.kinds)
         live = self._live_ids()
         sample = self.rng.sample(live, min(len(live), self.rng.randint(1, 12))) if live else []
         ids = ", ".join(map(str, sample)) or "NULL"
@@ -64,6 +71,10 @@ class SourceSimulator:
             self.spark.sql(
                 f"UPDATE {table} SET amount = amount + {self.step}, touched = {self.step} WHERE id IN ({ids})"
             )
+        elif kind == "touch":
+            self.spark.sql(f"UPDATE {table} SET touched = {self.step} WHERE id IN ({ids})")
+        elif kind == "noop":
+            self.spark.sql(f"UPDATE {table} SET amount = amount WHERE id IN ({ids})")
         elif kind == "delete":
             self.spark.sql(f"DELETE FROM {table} WHERE id IN ({ids})")
         elif kind == "reinsert":
@@ -106,3 +117,24 @@ def live_rows(spark: SparkSession, target: str):
     from lakefeed.cdf.transforms import DELETED_COLUMN, TARGET_COLUMNS
 
     return spark.read.format("delta").load(target).where(~F.col(DELETED_COLUMN)).drop(*TARGET_COLUMNS)
+
+
+def history_from_snapshots(
+    spark: SparkSession, source: str, columns: list[str], first: int, last: int, key: str = "id"
+) -> list[tuple]:
+    """The SCD type 2 history of ``source`` over versions ``first..last``, computed from its snapshots (not
+    its change feed): a row starts wherever a key appears or its ``columns`` differ from the version before,
+    and ends at the version it changes or disappears. Rows are ``(key, *columns, start, end)``, sorted."""
+    history: list[tuple] = []
+    current: dict[object, tuple[tuple, int]] = {}  # key -> (values, start)
+    for version in range(first, last + 1):
+        snapshot = spark.read.format("delta").option("versionAsOf", version).load(source)
+        now = {row[0]: tuple(row[1:]) for row in snapshot.select(key, *columns).collect()}
+        for gone in [k for k in current if k not in now or now[k] != current[k][0]]:
+            values, start = current.pop(gone)
+            history.append((gone, *values, start, version))
+        for k, values in now.items():
+            if k not in current:
+                current[k] = (values, version)
+    history += [(k, *values, start, None) for k, (values, start) in current.items()]
+    return sorted(history, key=repr)

@@ -64,7 +64,11 @@ SOURCE_FOLDERS = {
 }
 DOTTED = re.compile(rf"(?:{'|'.join(SOURCE_FOLDERS)})(?:\.[A-Za-z_]\w*)+")
 # Spelled like a Python name, but not one.
-NOT_PYTHON = {"lakefeed.cdf.baseVersion": "the table property a CDF full refresh sets"}
+NOT_PYTHON = {
+    "lakefeed.cdf.baseVersion": "the table property a CDF full refresh sets",
+    "lakefeed.cdf.historyFrom": "a table property of an SCD type 2 target",
+    "lakefeed.cdf.historyThrough": "a table property of an SCD type 2 target",
+}
 
 # Flags of other tools than the Spark jobs.
 OTHER_TOOLS_FLAGS = {

@@ -122,10 +122,12 @@ def test_crdb_rows_show_the_resolved_span():
             "inserted": 4,
             "updated": 1,
             "deleted": 1,
+            "quarantined": 3,
             "lagSeconds": 3.5,
         },
     )
     assert row.applied == "first file → 20.0000000000" and row.duplicates == 2 and row.lag == 3.5
+    assert row.quarantined == 3
     assert crdb_row(BASE, {"resolvedBefore": "20.0", "resolved": "20.0"}).applied is None
 
 

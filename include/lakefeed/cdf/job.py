@@ -27,12 +27,32 @@ import re
 import time
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from lakefeed.cdf.log import check_later_changes, check_range, check_target, latest_schema
+from lakefeed.cdf.scd2 import (
+    DELETED,
+    END_AT,
+    HISTORY_COLUMNS,
+    HISTORY_THROUGH,
+    INSERTED,
+    START_AT,
+    SUPERSEDED,
+    History,
+    changes_by_version,
+    check_comparable,
+    check_scd_type,
+    effects,
+    first_version_to_read,
+    history_properties,
+    history_rows,
+    merge_history,
+    snapshot_history,
+)
 from lakefeed.cdf.summary import CdfSummary
 from lakefeed.cdf.transforms import (
+    BASE_VERSION_PROPERTY,
     CDF_COLUMNS,
     CHANGE_TYPE,
     DELETED_COLUMN,
@@ -67,15 +87,16 @@ log = logging.getLogger(__name__)
 
 PIPELINE = "delta_cdf"
 TARGET_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
-BASE_VERSION_PROPERTY = "lakefeed.cdf.baseVersion"
 
 
-def _columns(source_columns: list[str], keys: list[str], wanted: list[str] | None) -> list[str]:
+def _columns(
+    source_columns: list[str], keys: list[str], wanted: list[str] | None, own: tuple[str, ...] = TARGET_COLUMNS
+) -> list[str]:
     data_columns = [c for c in source_columns if c not in CDF_COLUMNS]
     missing = [k for k in keys if k not in data_columns]
     if missing:
         raise FeedConfigError(f"key column(s) {', '.join(missing)} not in the source ({', '.join(data_columns)})")
-    clash = [c for c in data_columns if c in TARGET_COLUMNS]
+    clash = [c for c in data_columns if c in own]
     if clash:
         raise FeedConfigError(f"source column(s) {', '.join(clash)} clash with the target's own columns")
     if not wanted:
@@ -97,7 +118,11 @@ def read_changes(spark: SparkSession, source: str, start: int, end: int) -> Data
 
 
 def _check_target(
-    source_log: DeltaLog, target: str, range_fields: list[dict[str, Any]], latest_fields: list[dict[str, Any]]
+    source_log: DeltaLog,
+    target: str,
+    range_fields: list[dict[str, Any]],
+    latest_fields: list[dict[str, Any]],
+    own: tuple[str, ...] = TARGET_COLUMNS,
 ) -> None:
     """The target's data columns against the source's as of the range's end, columns added later accepted
     (JVM-free: both logs)."""
@@ -105,15 +130,21 @@ def _check_target(
     if metadata is None or not metadata.get("schemaString"):
         return
     target_fields = json.loads(metadata["schemaString"])["fields"]
-    check_target(source_log.root, target, range_fields, target_fields, tuple(TARGET_COLUMNS), latest_fields)
+    check_target(source_log.root, target, range_fields, target_fields, own, latest_fields)
+
+
+def _target_properties(target: str) -> dict[str, str] | None:
+    """The target's table properties from its log (no Spark job); None when there is no target yet."""
+    target_log = DeltaLog(Store(target))
+    if target_log.latest_version() is None:
+        return None
+    return dict(target_log.table_state()[0])
 
 
 def _target_base_version(target: str) -> int | None:
     """The source version a full refresh rebuilt the target at, read from the target's log (no Spark job)."""
-    target_log = DeltaLog(Store(target))
-    if target_log.latest_version() is None:
-        return None
-    value = target_log.table_state()[0].get(BASE_VERSION_PROPERTY)
+    properties = _target_properties(target)
+    value = properties.get(BASE_VERSION_PROPERTY) if properties is not None else None
     return int(value) if value is not None else None
 
 
@@ -125,6 +156,7 @@ def run(
     start: int,
     end: int,
     columns: list[str] | None = None,
+    scd_type: int = 1,
 ) -> CdfSummary:
     laps: dict[str, float] = {}
     clock = time.perf_counter()
@@ -141,7 +173,11 @@ def run(
         latest_version=latest,
         lag_versions=latest - end,
         source_table_id=delta_log.table_id(),
+        scd_type=scd_type,
     )
+    check_scd_type(target, scd_type, _target_properties(target))
+    if scd_type == 2:
+        return apply_history(spark, delta_log, summary, keys, columns)
     base = _target_base_version(target)
     if base is not None and end <= base:  # nothing read nor written: whatever changed since, no check applies
         log.info("target was rebuilt at source version %d: range [%d, %d] is already in it", base, start, end)
@@ -158,20 +194,20 @@ def run(
     selected = _columns(changes.columns, keys, columns)
     last_changes = last_change_per_key(changes, keys).persist()
     try:
-        try:
-            counts = last_changes.agg(
+        counts = _read_counts(
+            last_changes,
+            [
                 F.count(F.lit(1)),
                 F.sum(ROWS_OF_KEY),
                 F.min(keys[0]),
                 F.max(keys[0]),
                 F.count_if(F.col(CHANGE_TYPE) != "delete"),
-            ).collect()[0]
-        except Exception as exc:
-            raise (  # noqa: B904 (the Spark error stays its context)
-                _vacuumed(exc, spark_source, read_from, end)
-                or _unreadable_schema(exc, delta_log, read_from, end)
-                or exc
-            )
+            ],
+            spark_source,
+            delta_log,
+            read_from,
+            end,
+        )
         summary.keys_changed, summary.rows_read = int(counts[0]), int(counts[1] or 0)
         live = int(counts[4])
         laps["read"] = round(time.perf_counter() - clock, 3)
@@ -191,6 +227,133 @@ def run(
     laps["merge"] = round(time.perf_counter() - clock - laps["read"], 3)
     summary.seconds = laps
     return summary
+
+
+def apply_history(
+    spark: SparkSession, delta_log: DeltaLog, summary: CdfSummary, keys: list[str], columns: list[str] | None
+) -> CdfSummary:
+    """Apply ``summary``'s range to an SCD type 2 target (:mod:`lakefeed.cdf.scd2`): the versions its history
+    lacks, one MERGE that adds the rows they start and ends the rows they supersede or delete, then a
+    metadata commit recording the last version applied. A range already in the history reads nothing."""
+    laps: dict[str, float] = {}
+    clock = time.perf_counter()
+    source, target, start, end = summary.source, summary.target, summary.starting_version, summary.ending_version
+    needed = first_version_to_read(target, start, end, History.of(_target_properties(target) or {}))
+    if needed is None:
+        log.info("versions %d..%d are already in the history of %s", start, end, target)
+        return summary
+    range_fields, latest_fields = delta_log.table_state(end)[1], latest_schema(delta_log)
+    _check_target(delta_log, target, range_fields, latest_fields, HISTORY_COLUMNS)
+    check_later_changes(delta_log, start, end, range_fields, latest_fields)
+    spark_source, spark_target = jvm_location(source), jvm_location(target)
+    metadata = {"pipeline": PIPELINE, "source": source, "startingVersion": start, "endingVersion": end}
+
+    def prepare() -> None:
+        """Create the target (its history starting at ``needed``) or add the source's new columns."""
+        properties = _target_properties(target)
+        changes = read_changes(spark, spark_source, needed, end)
+        selected = _columns(changes.columns, keys, columns, HISTORY_COLUMNS)
+        check_comparable(changes.schema, selected)
+        shape = (
+            changes_by_version(changes, keys, selected)
+            .select(*selected, START_AT)
+            .withColumn(END_AT, F.lit(None).cast("long"))
+        )
+        created = {**TARGET_PROPERTIES, **history_properties(needed)} if properties is None else TARGET_PROPERTIES
+        table = ensure_table(spark, spark_target, shape.schema, properties=created)
+        summary.added_columns = _add_new_columns(spark, spark_target, table.toDF().columns, shape)
+
+    tagged_write(spark, spark_target, {**metadata, "step": "schema"}, prepare)
+    # Read again: another run may have created the target, or applied versions, since the check above.
+    read_from = first_version_to_read(target, start, end, History.of(_target_properties(target) or {}))
+    if read_from is None:
+        summary.target_version = table_version(spark, spark_target)
+        return summary
+    changes = read_changes(spark, spark_source, read_from, end)
+    selected = _columns(changes.columns, keys, columns, HISTORY_COLUMNS)
+    events = changes_by_version(changes, keys, selected).persist()
+    try:
+        counts = _read_counts(
+            events,
+            [F.count(F.lit(1)), F.count_distinct(F.struct(*keys)), F.min(keys[0]), F.max(keys[0])],
+            spark_source,
+            delta_log,
+            read_from,
+            end,
+        )
+        summary.rows_read, summary.keys_changed = int(counts[0]), int(counts[1])
+        laps["read"] = round(time.perf_counter() - clock, 3)
+        key_range = (counts[2], counts[3])
+        in_range = _in_key_range(F.col(f"`{keys[0]}`"), key_range)
+        existing = spark.read.format("delta").load(spark_target)
+        history = history_rows(
+            events, existing.where(in_range) if in_range is not None else existing, keys, selected
+        ).persist()
+        try:
+            found = effects(history)
+            prune = _in_key_range(F.col(f"t.`{keys[0]}`"), key_range)
+            commit = None
+            if any(found.values()):  # else the range only holds changes that add nothing: no MERGE
+                commit = tagged_write(
+                    spark,
+                    spark_target,
+                    metadata,
+                    lambda: merge_history(spark, spark_target, history, keys, selected, prune),
+                )
+        finally:
+            history.unpersist()
+    finally:
+        events.unpersist()
+    summary.inserted, summary.updated, summary.deleted = found[INSERTED], found[SUPERSEDED], found[DELETED]
+    summary.unchanged = summary.rows_read - summary.inserted - summary.updated - summary.deleted
+    summary.commits += reported_commit(target, commit)
+    _record_commit(summary, commit)
+    laps["merge"] = round(time.perf_counter() - clock - laps["read"], 3)
+
+    def record_through() -> None:
+        through = History.of(_target_properties(target) or {}).through
+        if through is None or through < end:
+            spark.sql(f"ALTER TABLE delta.`{spark_target}` SET TBLPROPERTIES ('{HISTORY_THROUGH}' = '{end}')")
+
+    recorded = tagged_write(spark, spark_target, {**metadata, "step": "history"}, record_through)
+    summary.commits += reported_commit(target, recorded)
+    summary.target_version = table_version(spark, spark_target)
+    summary.seconds = laps
+    return summary
+
+
+def _read_counts(
+    changes: DataFrame, aggregates: list[Column], source: str, source_log: DeltaLog, start: int, end: int
+) -> Row:
+    """The first action on a range's change rows (``aggregates`` of them): Delta's refusals to read the range
+    become the job's (:func:`_vacuumed`, :func:`_unreadable_schema`)."""
+    try:
+        return changes.agg(*aggregates).collect()[0]
+    except Exception as exc:
+        raise (  # noqa: B904 (the Spark error stays its context)
+            _vacuumed(exc, source, start, end) or _unreadable_schema(exc, source_log, start, end) or exc
+        )
+
+
+def _in_key_range(column: Column, key_range: tuple[Any, Any]) -> Column | None:
+    """``column`` within the batch's range of the first key (or null), which lets Delta skip the target files
+    whose statistics lie outside it; None when the batch has no such range."""
+    low, high = key_range
+    if low is None or high is None:
+        return None
+    return column.between(F.lit(low), F.lit(high)) | column.isNull()
+
+
+def _record_commit(summary: CdfSummary, commit: dict[str, Any] | None) -> None:
+    """What the MERGE ``commit`` wrote, from Delta's metrics, into ``summary``."""
+    if commit is None:
+        return
+    metrics = commit["metrics"]
+    summary.committed = True
+    summary.bytes_written = metrics.get("numTargetBytesAdded", 0)
+    summary.files_rewritten = metrics.get("numTargetFilesRemoved", 0)
+    summary.rows_copied = metrics.get("numTargetRowsCopied", 0)
+    summary.target_version = commit["version"]
 
 
 _NOT_FOUND = ("CHANGE_DATA_FILE_NOT_FOUND", "FILE_NOT_FOUND", "FileNotFound", "FILE_NOT_EXIST", "does not exist")
@@ -268,10 +431,9 @@ def _merge(
         summary.target_version = table_version(spark, target)
         return added
     on = F.expr(" AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys))
-    low, high = key_range
-    first_key = F.col(f"t.`{keys[0]}`")
-    if low is not None and high is not None:
-        on = (first_key.between(F.lit(low), F.lit(high)) | first_key.isNull()) & on
+    in_range = _in_key_range(F.col(f"t.`{keys[0]}`"), key_range)
+    if in_range is not None:
+        on = in_range & on
     named = _first_keys_named(rows, table, keys[0], summary.keys_changed, key_range)
     if named is not None:
         on = F.expr(named) & on
@@ -297,13 +459,9 @@ def _merge(
 
     commit = tagged_write(spark, target, metadata, write)
     summary.commits += reported_commit(summary.target, commit)
+    _record_commit(summary, commit)
     if commit is not None:
         metrics = commit["metrics"]
-        summary.committed = True
-        summary.bytes_written = metrics.get("numTargetBytesAdded", 0)
-        summary.files_rewritten = metrics.get("numTargetFilesRemoved", 0)
-        summary.rows_copied = metrics.get("numTargetRowsCopied", 0)
-        summary.target_version = commit["version"]
         summary.inserted, summary.updated, summary.deleted = effects_of_new_keys(
             metrics, summary.keys_changed, live
         ) or count_effects(spark, target, commit["version"], keys, DELETED_COLUMN)
@@ -346,8 +504,10 @@ def full_refresh(
     keys: list[str],
     version: int | None = None,
     columns: list[str] | None = None,
+    scd_type: int = 1,
 ) -> CdfSummary:
-    """Rebuild the target from a snapshot of the source at ``version`` (default: latest)."""
+    """Rebuild the target from a snapshot of the source at ``version`` (default: latest). An SCD type 2
+    target is only ever made this way, never replaced: its history would be lost."""
     source, target = table_location(source), table_location(target)
     source_log = DeltaLog(Store(source))
     latest = source_log.latest_version()
@@ -356,18 +516,34 @@ def full_refresh(
     version = latest if version is None else version
     if version > latest:
         raise ChangeDataError(f"version {version} is beyond the latest version {latest} of {source}")
+    target_properties = _target_properties(target)
+    check_scd_type(target, scd_type, target_properties)
+    if scd_type == 2 and target_properties is not None:
+        raise ChangeDataError(
+            f"SCD type 2 target {target} already holds a history, which a full refresh would replace: "
+            f"to rebuild it from a snapshot at version {version} (its history then starting there), delete the "
+            f"target first"
+        )
     from delta.tables import DeltaTable
 
     spark_source, spark_target = jvm_location(source), jvm_location(target)  # the URLs Spark opens
     commit = DeltaTable.forPath(spark, spark_source).history().where(F.col("version") == version).collect()
     timestamp = commit[0]["timestamp"] if commit else None
     snapshot = spark.read.format("delta").option("versionAsOf", version).load(spark_source)
-    selected = _columns(snapshot.columns, keys, columns)
-    rows = snapshot_rows(snapshot, selected, version, timestamp)
-    # One commit (a CREATE OR REPLACE … AS SELECT) holds the rows and the base version: a kill can never
-    # leave new rows with a stale base version. The target's own table properties are carried over.
-    current = DeltaLog(Store(target)).latest_metadata() or {}
-    properties = {**(current.get("configuration") or {}), **TARGET_PROPERTIES, BASE_VERSION_PROPERTY: str(version)}
+    if scd_type == 2:
+        selected = _columns(snapshot.columns, keys, columns, HISTORY_COLUMNS)
+        check_comparable(snapshot.schema, selected)
+        rows = snapshot_history(snapshot, selected, version)
+        # One commit holds the rows and the history's versions (the snapshot's, both ends). A CREATE OR
+        # REPLACE like type 1's (only it carries properties other than delta.*): the log showed no target above.
+        properties = {**TARGET_PROPERTIES, **history_properties(version, through=version, snapshot=True)}
+    else:
+        selected = _columns(snapshot.columns, keys, columns)
+        rows = snapshot_rows(snapshot, selected, version, timestamp)
+        # One commit (a CREATE OR REPLACE … AS SELECT) holds the rows and the base version: a kill can never
+        # leave new rows with a stale base version. The target's own table properties are carried over.
+        current = DeltaLog(Store(target)).latest_metadata() or {}
+        properties = {**(current.get("configuration") or {}), **TARGET_PROPERTIES, BASE_VERSION_PROPERTY: str(version)}
     refreshed = tagged_write(
         spark,
         spark_target,
@@ -383,6 +559,7 @@ def full_refresh(
         mode="full-refresh",
         lag_versions=latest - version,
         source_table_id=source_log.table_id(),
+        scd_type=scd_type,
     )
     summary.commits += reported_commit(target, refreshed)
     summary.inserted = spark.read.format("delta").load(spark_target).count()

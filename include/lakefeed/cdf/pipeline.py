@@ -151,6 +151,10 @@ def plan(
 
 
 def _changes(pipeline: CdfPipeline, ranges: list[VersionRange]) -> list[CdfJob]:
+    """One job per range; an SCD type 2 pipeline's ranges in one job, since a history is applied in version
+    order and the jobs of a run run side by side (lakefeed.cdf.scd2)."""
+    if pipeline.scd_type == 2 and ranges:
+        ranges = [VersionRange(ranges[0].start, ranges[-1].end)]
     return [CdfJob(pipeline.name, CHANGES, start=r.start, end=r.end) for r in ranges]
 
 
@@ -316,6 +320,8 @@ def job_arguments(planned: CdfPlan) -> list[list[str]]:
         ]
         if pipeline.columns:
             args += ["--columns", ",".join(pipeline.columns)]
+        if pipeline.scd_type != 1:
+            args += ["--scd-type", str(pipeline.scd_type)]
         if job.mode == FULL_REFRESH:
             args += ["--full-refresh", "--version", str(job.last)]
         else:

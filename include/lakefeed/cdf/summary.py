@@ -18,9 +18,13 @@ class CdfSummary:
     ending_version: int
     latest_version: int
     mode: str = "changes"
+    scd_type: int = 1  # 2: a history target (lakefeed.cdf.scd2), where the counts are of history rows
     source_table_id: str | None = None
     rows_read: int = counted()
     keys_changed: int = counted()
+    # Type 1: keys inserted, updated, deleted, and left as they were (the version guard). Type 2: history rows
+    # started for new or re-inserted keys, started over a current row, rows ended by a delete, and changes
+    # that added nothing (updates that changed no selected column, changes applied before).
     inserted: int = counted()
     updated: int = counted()
     deleted: int = counted()

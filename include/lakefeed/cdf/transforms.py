@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = "_change_type", "_commit_version", "_commit_timestamp"
 CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
@@ -13,18 +14,55 @@ CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
 # touched the key, when, and whether that change deleted it (a tombstone).
 VERSION_COLUMN, TIMESTAMP_COLUMN, DELETED_COLUMN = "_cdf_version", "_cdf_commit_timestamp", "_cdf_deleted"
 TARGET_COLUMNS = (VERSION_COLUMN, TIMESTAMP_COLUMN, DELETED_COLUMN)
+# The source version a full refresh rebuilt the target at (a table property): versions up to it are in it.
+BASE_VERSION_PROPERTY = "lakefeed.cdf.baseVersion"
 # On each reduced row: how many change rows (pre-images aside) of its key it stands for.
 ROWS_OF_KEY = "_rows_of_key"
+
+
+def holds_map(data_type: DataType) -> bool:
+    """Whether values of ``data_type`` hold a map at any depth (Spark neither hashes nor compares maps)."""
+    if isinstance(data_type, MapType):
+        return True
+    if isinstance(data_type, ArrayType):
+        return holds_map(data_type.elementType)
+    if isinstance(data_type, StructType):
+        return any(holds_map(f.dataType) for f in data_type.fields)
+    return False
+
+
+def _latest_first(changes: DataFrame, partition: list[str]) -> WindowSpec:
+    """Each ``partition``'s change rows, last first: by commit version; within a version the row that exists
+    after the commit (insert / update_postimage) before a delete."""
+    after_commit = F.when(F.col(CHANGE_TYPE) == "delete", 0).otherwise(1)
+    # The hash only breaks ties a well-keyed source never has (duplicate keys in one version). Spark hashes no
+    # map, so a column holding one is hashed as its JSON text.
+    tiebreak = F.xxhash64(
+        *[
+            F.to_json(F.col(f"`{f.name}`")) if holds_map(f.dataType) else F.col(f"`{f.name}`")
+            for f in changes.schema.fields
+            if f.name not in CDF_COLUMNS
+        ]
+    )
+    return Window.partitionBy(*partition).orderBy(F.col(COMMIT_VERSION).desc(), after_commit.desc(), tiebreak.desc())
+
+
+def one_change_per(changes: DataFrame, partition: list[str]) -> DataFrame:
+    """The last change of each ``partition`` (pre-images dropped): per key and commit version, for the
+    history of an SCD type 2 target."""
+    return (
+        changes.where(F.col(CHANGE_TYPE) != "update_preimage")
+        .withColumn("_rank", F.row_number().over(_latest_first(changes, partition)))
+        .where(F.col("_rank") == 1)
+        .drop("_rank")
+    )
 
 
 def last_change_per_key(changes: DataFrame, keys: list[str]) -> DataFrame:
     """One row per key: its last change by commit version; within a version the row that exists
     after the commit (insert / update_postimage) beats a delete. Pre-images are dropped.
     ``ROWS_OF_KEY`` counts the key's change rows in the same pass (one window, one shuffle)."""
-    after_commit = F.when(F.col(CHANGE_TYPE) == "delete", 0).otherwise(1)
-    # The hash only breaks ties a well-keyed source never has (duplicate keys in one version).
-    tiebreak = F.xxhash64(*[F.col(c) for c in changes.columns if c not in CDF_COLUMNS])
-    latest_first = Window.partitionBy(*keys).orderBy(F.col(COMMIT_VERSION).desc(), after_commit.desc(), tiebreak.desc())
+    latest_first = _latest_first(changes, keys)
     return (
         changes.where(F.col(CHANGE_TYPE) != "update_preimage")
         .withColumn("_rank", F.row_number().over(latest_first))

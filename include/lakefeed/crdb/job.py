@@ -27,7 +27,15 @@ from pyspark.sql import functions as F
 
 from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.crdb.hlc import Hlc
-from lakefeed.crdb.messages import FILE_INPUT_SCHEMA, MESSAGE_SCHEMA, Shape, ShapesSeen, decode_arrow_partition
+from lakefeed.crdb.messages import (
+    FILE_INPUT_SCHEMA,
+    MESSAGE_SCHEMA,
+    LinesQuarantined,
+    Quarantined,
+    Shape,
+    ShapesSeen,
+    decode_arrow_partition,
+)
 from lakefeed.crdb.sink import SinkFile, SinkRange, list_sink, listing_floor, plan_range, resolved_value
 from lakefeed.crdb.summary import CrdbSummary, TopicSummary
 from lakefeed.crdb.transforms import (
@@ -88,7 +96,10 @@ def run(
     sink_range: SinkRange,
     files: list[SinkFile],
     parquet_keys: dict[str, list[str]] | None = None,
+    quarantine_table: str | None = None,
 ) -> CrdbSummary:
+    """Apply the range's files to the topic tables. With ``quarantine_table``, lines that are not messages
+    (:class:`~lakefeed.crdb.messages.UnreadableLine`) go to that Delta table instead of refusing the run."""
     clock = time.perf_counter()
     target_root = table_location(target_root)
     tables = jvm_location(target_root).rstrip("/")  # where Spark opens the topic tables and the ledger
@@ -120,7 +131,10 @@ def run(
     # feeds the last change per key directly (the messages are never cached); the counts come from the
     # latest rows, the column kinds from the shapes the decode tasks saw.
     shapes = spark.sparkContext.accumulator(set(), ShapesSeen())
-    latest = latest_per_key(_read_messages(spark, sink_root, sink_range, parquet_keys or {}, shapes)).persist()
+    quarantine = spark.sparkContext.accumulator({}, LinesQuarantined()) if quarantine_table else None
+    latest = latest_per_key(
+        _read_messages(spark, sink_root, sink_range, parquet_keys or {}, shapes, quarantine)
+    ).persist()
     try:
         try:
             counts = (
@@ -150,6 +164,12 @@ def run(
             "afterResolved": summary.after_resolved,
             "throughResolved": summary.through_resolved,
         }
+        if quarantine is not None and quarantine_table is not None:
+            summary.quarantined = len(quarantine.value)
+            summary.commits += reported_commit(
+                table_location(quarantine_table),
+                _quarantine(spark, jvm_location(table_location(quarantine_table)), quarantine.value, metadata),
+            )
         for topic, row in sorted(per_topic.items()):
             topic_summary = _merge_topic(
                 spark,
@@ -186,9 +206,10 @@ def _read_messages(
     sink_range: SinkRange,
     parquet_keys: dict[str, list[str]],
     shapes: Accumulator[set[Shape]],
+    quarantine: Accumulator[Quarantined] | None = None,
 ) -> DataFrame:
     """Every message of the range's files: one Spark task per file, parsed and checked in the workers,
-    which add the shapes of the rows they made to ``shapes``."""
+    which add the shapes of the rows they made to ``shapes`` (and unreadable lines to ``quarantine``)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     rows = [
@@ -206,7 +227,8 @@ def _read_messages(
     inputs = spark.createDataFrame(
         spark.sparkContext.parallelize(rows, max(1, len(rows))), from_arrow_schema(FILE_INPUT_SCHEMA)
     )
-    return inputs.mapInArrow(partial(decode_arrow_partition, shapes=shapes), from_arrow_schema(MESSAGE_SCHEMA))
+    decode = partial(decode_arrow_partition, shapes=shapes, quarantine=quarantine)
+    return inputs.mapInArrow(decode, from_arrow_schema(MESSAGE_SCHEMA))
 
 
 def _merge_topic(
@@ -341,6 +363,38 @@ def _record_applied(
         ).whenNotMatchedInsertAll().execute()
 
     return tagged_write(spark, ledger, {**metadata, "step": "ledger"}, write)
+
+
+QUARANTINE_SCHEMA = (
+    "source_file string, line long, raw string, reason string, topic string, "
+    "through_resolved string, quarantined_at timestamp"
+)
+
+
+def _quarantine(spark: SparkSession, table: str, lines: Quarantined, metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """Add the lines set aside to the quarantine table, one row per line (insert-if-absent on file and line:
+    a replay adds nothing), before any topic is written; the commit made (None: none)."""
+    from delta.tables import DeltaTable
+
+    if not lines:
+        return None
+    now = datetime.now(UTC)
+    rows = spark.createDataFrame(
+        [
+            (url, line, raw, reason, topic, metadata["throughResolved"], now)
+            for (url, line), (topic, raw, reason) in sorted(lines.items())
+        ],
+        QUARANTINE_SCHEMA,
+    )
+
+    def write() -> None:
+        ensure_table(spark, table, rows.schema, properties=UPDATED_IN_PLACE)
+        DeltaTable.forPath(spark, table).alias("t").merge(
+            rows.alias("s"), "t.source_file = s.source_file AND t.line = s.line"
+        ).whenNotMatchedInsertAll().execute()
+
+    log.warning("%d line(s) set aside in the quarantine table %s", len(lines), table)
+    return tagged_write(spark, table, {**metadata, "step": "quarantine"}, write)
 
 
 def format_summary(summary: CrdbSummary) -> str:

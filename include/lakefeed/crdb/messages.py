@@ -33,7 +33,7 @@ import pyarrow as pa
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from lakefeed.crdb.hlc import Hlc
-from lakefeed.errors import FeedCorruptError
+from lakefeed.errors import FeedCorruptError, UnreadableLine
 from lakefeed.jsonio import parse_json
 from lakefeed.storage import Store
 
@@ -71,6 +71,34 @@ FILE_INPUT_SCHEMA = pa.schema(
     ]
 )  # parquet: the topic's primary key columns, comma-separated
 RECREATE = "recreate the changefeed WITH updated, resolved (envelope=wrapped, the default)"
+
+
+# A quarantined line: (file URL, 1-based line) -> (topic, the line's text, why it was set aside).
+Quarantined = dict[tuple[str, int], tuple[str | None, str, str]]
+RAW_LIMIT = 1 << 20  # characters of a quarantined line kept
+
+
+def quarantined_line(topic: str | None, line: bytes, where: str, error: UnreadableLine) -> tuple[str | None, str, str]:
+    """What a quarantine table keeps of a line: its topic, its text (the first :data:`RAW_LIMIT` characters,
+    bytes that are not UTF-8 replaced) and the reason, without the file and line the row names already."""
+    raw = line.decode("utf-8", errors="replace")
+    reason = str(error).removeprefix(f"{where}: ")
+    if len(raw) > RAW_LIMIT:
+        reason += f" (raw: the first {RAW_LIMIT} of {len(raw)} characters)"
+        raw = raw[:RAW_LIMIT]
+    return topic, raw, reason
+
+
+class LinesQuarantined(AccumulatorParam[Quarantined]):
+    """The lines a job's decode tasks set aside, gathered on the driver (keyed by file and line: a task run
+    twice adds nothing more)."""
+
+    def zero(self, value: Quarantined) -> Quarantined:
+        return {}
+
+    def addInPlace(self, value1: Quarantined, value2: Quarantined) -> Quarantined:
+        value1.update(value2)
+        return value1
 
 
 class _Raw(Decimal):
@@ -152,10 +180,12 @@ def _mark(item: Any, default: Callable[[Any], str]) -> Any:
 
 
 def parse_line(line: bytes | str, where: str) -> dict[str, Any]:
-    """One wrapped-envelope message, checked; ``where`` names its file and line in errors."""
-    message = parse_json(line, where, FeedCorruptError, parse_float=_number, parse_int=_number)
+    """One wrapped-envelope message, checked; ``where`` names its file and line in errors. A line that is not
+    a message raises :class:`UnreadableLine`; one of another envelope, or without ``updated`` (how the
+    changefeed was created, so every line is so), :class:`~lakefeed.errors.FeedCorruptError`."""
+    message = parse_json(line, where, UnreadableLine, parse_float=_number, parse_int=_number)
     if not isinstance(message, dict):
-        raise FeedCorruptError(f"{where}: a changefeed message must be a JSON object")
+        raise UnreadableLine(f"{where}: a changefeed message must be a JSON object")
     if "__crdb__" in message:
         raise FeedCorruptError(f"{where}: a message of envelope=bare; this reader takes envelope=wrapped: {RECREATE}")
     if "op" in message and "ts_ns" in message:
@@ -163,31 +193,29 @@ def parse_line(line: bytes | str, where: str) -> dict[str, Any]:
             f"{where}: a message of envelope=enriched; this reader takes envelope=wrapped: {RECREATE}"
         )
     if "resolved" in message and "after" not in message:
-        raise FeedCorruptError(f"{where}: a resolved message in a data file")
+        raise UnreadableLine(f"{where}: a resolved message in a data file")
     if "key" not in message:
-        raise FeedCorruptError(f"{where}: a message without key (is key_in_value off?)")
+        raise UnreadableLine(f"{where}: a message without key (is key_in_value off?)")
     if not isinstance(message["key"], list):
-        raise FeedCorruptError(f"{where}: key must be a JSON array of the primary key's values")
+        raise UnreadableLine(f"{where}: key must be a JSON array of the primary key's values")
     if "updated" not in message:
         raise FeedCorruptError(
             f"{where}: a message without updated: the changefeed was created without the "
             f"updated option, so duplicates cannot be told from changes; {RECREATE}"
         )
     if "after" not in message:
-        raise FeedCorruptError(f"{where}: a message without after")
+        raise UnreadableLine(f"{where}: a message without after")
     after = message["after"]
     if after is not None and not isinstance(after, dict):
-        raise FeedCorruptError(f"{where}: after must be an object or null")
+        raise UnreadableLine(f"{where}: after must be an object or null")
     if not isinstance(message["updated"], str):
-        raise FeedCorruptError(f'{where}: updated must be a string "<wall>.<logical>", got {message["updated"]}')
+        raise UnreadableLine(f'{where}: updated must be a string "<wall>.<logical>", got {message["updated"]}')
     try:
         stamp = Hlc.parse(message["updated"])
     except ValueError as exc:
-        raise FeedCorruptError(f"{where}: {exc}") from None
+        raise UnreadableLine(f"{where}: {exc}") from None
     if stamp.wall > _INT64_MAX:
-        raise FeedCorruptError(
-            f"{where}: updated {message['updated']!r} is past any HLC time (its wall time overflows)"
-        )
+        raise UnreadableLine(f"{where}: updated {message['updated']!r} is past any HLC time (its wall time overflows)")
     return {
         "key": _json(message["key"]),
         "updated": str(stamp),
@@ -231,7 +259,12 @@ def _open_text(store: Store, key: str, compression: str | None) -> Iterator[Bina
 
 
 def ndjson_messages(
-    store: Store, key: str, topic: str, schema_id: int, compression: str | None
+    store: Store,
+    key: str,
+    topic: str,
+    schema_id: int,
+    compression: str | None,
+    quarantine: Quarantined | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The messages of one ndjson (optionally gzip or zstd) file, in batches of :data:`MESSAGE_SCHEMA`.
 
@@ -248,7 +281,7 @@ def ndjson_messages(
                 if batch is not None:
                     yield batch
                 else:
-                    yield from _exact_batches(block, number, url, topic, schema_id, key)
+                    yield from _exact_batches(block, number, url, topic, schema_id, key, quarantine)
                 number += block.count(b"\n")
     except FeedCorruptError:
         raise
@@ -281,14 +314,28 @@ def _line_blocks(handle: BinaryIO, size: int = BLOCK_BYTES) -> Iterator[bytes]:
 
 
 def _exact_batches(
-    block: bytes, before: int, url: str, topic: str, schema_id: int, key: str
+    block: bytes,
+    before: int,
+    url: str,
+    topic: str,
+    schema_id: int,
+    key: str,
+    quarantine: Quarantined | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The block's messages parsed line by line by :func:`parse_line` (errors name the line)."""
+    """The block's messages parsed line by line by :func:`parse_line` (errors name the line); unreadable
+    lines go to ``quarantine`` when given."""
     rows: list[dict[str, Any]] = []
     for number, line in enumerate(block.split(b"\n"), start=before + 1):
         if not line.strip():
             continue
-        message = parse_line(line, f"{url}: line {number}")
+        where = f"{url}: line {number}"
+        try:
+            message = parse_line(line, where)
+        except UnreadableLine as error:
+            if quarantine is None:
+                raise
+            quarantine[(url, number)] = quarantined_line(topic, line, where, error)
+            continue
         rows.append(_row(message, topic, schema_id, key, number))
         if len(rows) == BATCH_ROWS:
             yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
@@ -453,7 +500,12 @@ def _row(message: dict[str, Any], topic: str, schema_id: int, key: str, line: in
 
 
 def parquet_messages(
-    store: Store, key: str, topic: str, schema_id: int, key_columns: list[str]
+    store: Store,
+    key: str,
+    topic: str,
+    schema_id: int,
+    key_columns: list[str],
+    quarantine: Quarantined | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The messages of one parquet file (read natively by pyarrow): its table columns, then
     ``__crdb__event_type`` (c, u or d) and ``__crdb__updated``. Parquet rows carry no key array, so the
@@ -490,7 +542,12 @@ def parquet_messages(
                     try:
                         stamp = Hlc.parse(str(record["__crdb__updated"]))
                     except ValueError as exc:
-                        raise FeedCorruptError(f"{where}: {exc}") from None
+                        unreadable = UnreadableLine(f"{where}: {exc}")
+                        if quarantine is None:
+                            raise unreadable from None
+                        raw = _json(record).encode()
+                        quarantine[(url, line)] = quarantined_line(topic, raw, where, unreadable)
+                        continue
                     message = {
                         "key": _json([record[c] for c in key_columns]),
                         "updated": str(stamp),
@@ -508,16 +565,15 @@ def parquet_messages(
             raise FeedCorruptError(f"{url}: corrupt parquet after row {line} ({type(exc).__name__}: {exc})") from None
 
 
-def decode_files(rows: Iterable[dict[str, Any]]) -> Iterator[pa.RecordBatch]:
+def decode_files(rows: Iterable[dict[str, Any]], quarantine: Quarantined | None = None) -> Iterator[pa.RecordBatch]:
     stores: dict[str, Store] = {}
     for row in rows:
         store = stores.setdefault(row["root"], Store(row["root"]))
         if row["format"] == "parquet":
-            yield from parquet_messages(
-                store, row["key"], row["topic"], row["schemaId"], [c for c in (row["keyColumns"] or "").split(",") if c]
-            )
+            key_columns = [c for c in (row["keyColumns"] or "").split(",") if c]
+            yield from parquet_messages(store, row["key"], row["topic"], row["schemaId"], key_columns, quarantine)
         else:
-            yield from ndjson_messages(store, row["key"], row["topic"], row["schemaId"], row["compression"])
+            yield from ndjson_messages(store, row["key"], row["topic"], row["schemaId"], row["compression"], quarantine)
 
 
 # A row's shape: its topic, the names of its columns, and the kind of each non-null value, in order.
@@ -574,14 +630,20 @@ class ShapesSeen(AccumulatorParam[set[Shape]]):
 
 
 def decode_arrow_partition(
-    batches: Iterable[pa.RecordBatch], shapes: Accumulator[set[Shape]] | None = None
+    batches: Iterable[pa.RecordBatch],
+    shapes: Accumulator[set[Shape]] | None = None,
+    quarantine: Accumulator[Quarantined] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: rows of :data:`FILE_INPUT_SCHEMA` in, messages out; the shapes of the
-    messages are added to ``shapes`` when given."""
+    messages are added to ``shapes`` when given, and unreadable lines to ``quarantine`` (when given; else
+    they are refused)."""
     seen: set[Shape] = set()
-    for messages in decode_files(row for batch in batches for row in batch.to_pylist()):
+    set_aside: Quarantined | None = {} if quarantine is not None else None
+    for messages in decode_files((row for batch in batches for row in batch.to_pylist()), set_aside):
         if shapes is not None:
             seen |= row_shapes(messages)
         yield messages
     if shapes is not None:
         shapes.add(seen)
+    if quarantine is not None and set_aside:
+        quarantine.add(set_aside)

@@ -21,6 +21,7 @@ FIGURES = {
     "inserted": ("inserted",),
     "updated": ("updated",),
     "deleted": ("deleted",),
+    "quarantined": ("quarantined",),
     "lag": ("lagSeconds",),
 }
 

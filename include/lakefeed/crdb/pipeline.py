@@ -163,17 +163,21 @@ def job_arguments(planned: CrdbPlan) -> list[list[str]]:
         ]
         if config.parquet_keys:
             args += ["--parquet-keys", ";".join(f"{t}={','.join(c)}" for t, c in sorted(config.parquet_keys.items()))]
+        if config.quarantine_table:
+            args += ["--quarantine-table", config.quarantine_table]
         arguments.append(args + ["--pipeline-id", config.checkpoint_variable])
     return arguments
 
 
-def topic_tables(target_root: str) -> list[str]:
-    """The topic tables under ``target_root`` as ``<target_root>/<topic>`` (not the applied-files table)."""
+def topic_tables(target_root: str, quarantine_table: str | None = None) -> list[str]:
+    """The topic tables under ``target_root`` as ``<target_root>/<topic>`` (not the applied-files table, nor
+    a quarantine table kept there)."""
     root = target_root.rstrip("/")
+    quarantine = quarantine_table.rstrip("/") if quarantine_table else None
     return [
         f"{root}/{name}"
         for name in sorted(t.rsplit("/", 1)[1] for t in tables_under(target_root))
-        if name != APPLIED_FILES_TABLE
+        if name != APPLIED_FILES_TABLE and f"{root}/{name}" != quarantine
     ]
 
 
@@ -212,7 +216,7 @@ def commit(
         if figures.committed and figures.target_version is not None
     }
     announcer = skeleton.Announcer(
-        topic_tables(config.target_root),
+        topic_tables(config.target_root, config.quarantine_table),
         config.checkpoint_variable,
         announce=not failed,
         reported=reported,

@@ -44,6 +44,7 @@ class CrdbSummary:
     inserted: int = counted()
     updated: int = counted()
     deleted: int = counted()
+    quarantined: int = counted()  # lines set aside in the quarantine table (--quarantine-table)
     topics: dict[str, TopicSummary] = field(default_factory=dict)
     newest_updated: str | None = None
     resolved_lag_seconds: float = 0.0

@@ -3,6 +3,7 @@ real summary files and the real compare-and-set store over a file cell."""
 
 import asyncio
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -68,6 +69,10 @@ def test_scheduled_runs_take_resolved_files_in_batches_from_the_first_file(confi
     assert planned.newest_resolved == r[-1] and planned.sink.startswith("file://")
     args = crdb_pipeline.job_arguments(planned)
     assert "--after-resolved" not in args[0] and args[1][4:8] == ["--after-resolved", r[1], "--through-resolved", r[3]]
+    assert "--quarantine-table" not in args[0]
+    quarantining = replace(planned, config=replace(config, quarantine_table="/lake/quarantine"))
+    args = crdb_pipeline.job_arguments(quarantining)[0]
+    assert args[args.index("--quarantine-table") + 1] == "/lake/quarantine"
     finish(planned, 1)  # the first batch failed: nothing may move past it
     with pytest.raises(RuntimeError, match="1 of 2 batch"):
         crdb_pipeline.commit(store, planned, job_outputs(planned), "r1")

@@ -13,8 +13,15 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakefeed.crdb.messages import MESSAGE_SCHEMA, ndjson_messages, parquet_messages, parse_line
-from lakefeed.errors import FeedCorruptError
+from lakefeed.crdb.messages import (
+    MESSAGE_SCHEMA,
+    RAW_LIMIT,
+    LinesQuarantined,
+    ndjson_messages,
+    parquet_messages,
+    parse_line,
+)
+from lakefeed.errors import FeedCorruptError, UnreadableLine
 from lakefeed.storage import Store
 
 LINES = [
@@ -82,6 +89,65 @@ def test_bad_lines_are_refused_naming_file_and_line(tmp_path, line, message):
     store, key = write(tmp_path, "f.ndjson", (LINES[0] + "\n" + line + "\n").encode())
     with pytest.raises(FeedCorruptError, match=f"f.ndjson: line 2: .*{message}"):
         rows(ndjson_messages(store, key, "t", 1, None))
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"after": {"id": 1}, "key": [1], "updated": "17419464317', "malformed JSON"),
+        ('{"after": {"id": 1}, "updated": "1741946431734000000.0000000000"}', "a message without key"),
+        ('{"key": [1], "updated": "1741946431734000000.0000000000"}', "a message without after"),
+        ('{"after": {"id": 1}, "key": 1, "updated": "1741946431734000000.0000000000"}', "key must be a JSON array"),
+        ('{"after": {"id": 1}, "key": [1], "updated": 17.5}', "updated must be a string"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"after": null, "key": [0], "updated": "99999999999999999999.0000000000"}', "past any HLC time"),
+        ('{"after": 5, "key": [1], "updated": "1741946431734000000.0000000000"}', "after must be an object"),
+        ('{"after": null, "key": [1], "updated": "yesterday"}', "yesterday"),
+    ],
+)
+def test_unreadable_lines_are_set_aside_with_their_reason_and_the_rest_is_read(tmp_path, line, message):
+    store, key = write(tmp_path, "f.ndjson", (LINES[0] + "\n" + line + "\n" + LINES[1] + "\n").encode())
+    quarantine: dict = {}
+    got = rows(ndjson_messages(store, key, "t", 1, None, quarantine))
+    assert [r["line"] for r in got] == [1, 3]
+    [((url, number), (topic, raw, reason))] = quarantine.items()
+    assert (url, number, topic, raw) == (store.url(key), 2, "t", line)
+    assert message in reason and not reason.startswith(url)
+    with pytest.raises(UnreadableLine, match=f"f.ndjson: line 2: .*{message}"):
+        rows(ndjson_messages(store, key, "t", 1, None))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"after": {"id": 1}, "key": [1]}',  # no updated: the feed was created without it
+        '{"id": 1, "__crdb__": {"updated": "1.0000000000"}}',
+        '{"after": {"id": 1}, "op": "c", "ts_ns": 1, "key": [1], "updated": "1.0000000000"}',
+    ],
+)
+def test_a_misconfigured_changefeed_is_refused_even_with_a_quarantine(tmp_path, line):
+    store, key = write(tmp_path, "f.ndjson", (LINES[0] + "\n" + line + "\n").encode())
+    with pytest.raises(FeedCorruptError) as refused:
+        rows(ndjson_messages(store, key, "t", 1, None, {}))
+    assert not isinstance(refused.value, UnreadableLine)
+
+
+def test_a_quarantined_line_keeps_its_first_mebibyte_and_bytes_that_are_not_utf8_are_replaced(tmp_path):
+    huge = b'{"after": ' + b"[" * 10 + b"x" * (RAW_LIMIT + 10)
+    store, key = write(tmp_path, "f.ndjson", huge + b"\n\xff\xfe{}\n")
+    quarantine: dict = {}
+    assert rows(ndjson_messages(store, key, "t", 1, None, quarantine)) == []
+    (_, first_raw, first_reason), (_, second_raw, _) = (quarantine[(store.url(key), n)] for n in (1, 2))
+    assert len(first_raw) == RAW_LIMIT and f"the first {RAW_LIMIT} of {len(huge)} characters" in first_reason
+    assert second_raw == "\ufffd\ufffd{}"
+
+
+def test_lines_quarantined_by_a_task_run_twice_count_once():
+    gathered = LinesQuarantined()
+    total = gathered.zero({})
+    for _ in range(2):
+        total = gathered.addInPlace(total, {("f", 2): ("t", "x", "why")})
+    assert total == {("f", 2): ("t", "x", "why")}
 
 
 def test_a_truncated_gzip_file_is_refused(tmp_path):
