@@ -77,6 +77,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a Delta table (path or URL) for lines that are not changefeed messages: the run applies the "
         "others and exits 0 (without it such a line refuses the run, exit 2, nothing written)",
     )
+    parser.add_argument(
+        "--tombstone-retention-hours",
+        type=float,
+        help="then remove tombstones from before the range whose updated is this long before its RESOLVED "
+        "timestamp (a later range ending before them is refused)",
+    )
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
     add_pipeline_id_argument(parser)
     return parser.parse_args(argv)
@@ -94,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def work(spark, planned):
         from lakefeed.crdb.job import format_summary, run
+        from lakefeed.tombstones import retention
 
         summary = run(
             spark,
@@ -102,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             *planned,
             parquet_keys=args.parquet_keys,
             quarantine_table=args.quarantine_table,
+            tombstone_retention=(
+                retention(args.tombstone_retention_hours) if args.tombstone_retention_hours is not None else None
+            ),
         )
         log.info("summary\n%s", format_summary(summary))
         return summary

@@ -54,6 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="1: the target holds each key's current row (default); 2: every version of it, with __START_AT and "
         "__END_AT (source commit versions)",
     )
+    parser.add_argument(
+        "--tombstone-retention-hours",
+        type=float,
+        help="then remove tombstones whose delete was committed this long before the range's last commit, and "
+        "before the range (a later range ending before them is refused)",
+    )
     parser.add_argument("--full-refresh", action="store_true", help="rebuild the target from a source snapshot")
     parser.add_argument("--version", type=int, help="with --full-refresh: snapshot version (default latest)")
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
@@ -69,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def work(spark, _):
         from lakefeed.cdf.job import full_refresh, run
+        from lakefeed.tombstones import retention
 
         if args.full_refresh:
             return full_refresh(
@@ -83,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             args.ending_version,
             args.columns,
             args.scd_type,
+            retention(args.tombstone_retention_hours) if args.tombstone_retention_hours is not None else None,
         )
 
     return run_spark_job("delta_cdf_to_delta", args.summary_json, lambda: None, work, args.pipeline_id)

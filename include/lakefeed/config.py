@@ -95,6 +95,7 @@ class CdfPipeline:
     max_versions_per_run: int = 1000
     wasb_conn_id: str | None = None  # the Azure connection of its tables' account (default: the top-level one)
     scd_type: int = 1  # 1: each key's current row; 2: every version of it (__START_AT/__END_AT, lakefeed.cdf.scd2)
+    tombstone_retention_hours: float | None = None  # remove older tombstones (lakefeed.tombstones); None: keep all
 
     @property
     def checkpoint_variable(self) -> str:
@@ -149,6 +150,12 @@ class CdfConfig(_Carried):
                 raise ConfigError(f"{where}: pipelines[{index}] version counts must be at least 1")
             if pipeline.scd_type not in (1, 2):
                 raise ConfigError(f"{where}: pipelines[{index}].scd_type must be 1 or 2, not {pipeline.scd_type!r}")
+            _check_retention(pipeline.tombstone_retention_hours, f"{where} pipelines[{index}]")
+            if pipeline.tombstone_retention_hours is not None and pipeline.scd_type == 2:
+                raise ConfigError(
+                    f"{where}: pipelines[{index}] is of scd_type 2, which keeps no tombstones: "
+                    f"drop its tombstone_retention_hours"
+                )
             parsed.append(pipeline if pipeline.wasb_conn_id else replace(pipeline, wasb_conn_id=config.wasb_conn_id))
         names = [p.name for p in parsed]
         if len(set(names)) != len(names):
@@ -174,6 +181,7 @@ class CrdbConfig(_Carried):
     wasb_conn_id: str | None = None  # read an azure:// sink through this connection
     parquet_keys: dict[str, list[str]] | None = None  # format=parquet: {"topic": ["pk col", …]}
     quarantine_table: str | None = None  # a Delta table for lines that are not messages (else: refused)
+    tombstone_retention_hours: float | None = None  # remove older tombstones (lakefeed.tombstones); None: keep all
     resolved_per_batch: int = 120  # RESOLVED files per spark-submit
     max_batches_per_run: int = 4
     late_file_lookback_hours: float = 24.0
@@ -191,8 +199,16 @@ class CrdbConfig(_Carried):
             isinstance(v, list) and v and all(isinstance(c, str) for c in v) for v in config.parquet_keys.values()
         ):
             raise ConfigError(f"{where}: parquet_keys must map each topic to its primary key columns")
+        _check_retention(config.tombstone_retention_hours, where)
         _check_spark_settings(config.spark_conf, config.spark_job_timeout_minutes, where)
         return config
+
+
+def _check_retention(hours: float | None, where: str) -> None:
+    if hours is not None and not hours > 0:
+        raise ConfigError(
+            f"{where}: tombstone_retention_hours must be a positive number of hours (or null), not {hours!r}"
+        )
 
 
 def as_mapping(config: BlobPipelineConfig | CdfConfig | CrdbConfig) -> dict[str, Any]:

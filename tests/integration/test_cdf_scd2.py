@@ -36,10 +36,10 @@ def properties(spark, target) -> dict:
     return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{target}`").collect()}
 
 
-@pytest.mark.parametrize("seed, columns", [(5, ALL), (17, ["name"])])
+@pytest.mark.parametrize("seed, columns", [(5, ["name", "amount"])])
 def test_random_histories_in_random_chunks_with_replays_equal_the_snapshots_history(spark, tmp_path, seed, columns):
-    """With ``columns=["name"]`` every UPDATE of the simulator (amount, touched) changes no selected column, so
-    only inserts, deletes, re-inserts, merges and overwrites add rows."""
+    """``touched`` is left out: an UPDATE that changes only it (``touch``) adds no row, nor does one that changes
+    nothing (``noop``); the other tests of this file keep every column."""
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
     rng = random.Random(seed)
     create_source(spark, source, rows=20)

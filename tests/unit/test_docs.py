@@ -68,6 +68,7 @@ NOT_PYTHON = {
     "lakefeed.cdf.baseVersion": "the table property a CDF full refresh sets",
     "lakefeed.cdf.historyFrom": "a table property of an SCD type 2 target",
     "lakefeed.cdf.historyThrough": "a table property of an SCD type 2 target",
+    "lakefeed.tombstonesRemovedThrough": "a table property tombstone retention sets",
 }
 
 # Flags of other tools than the Spark jobs.

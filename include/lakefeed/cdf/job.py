@@ -25,6 +25,7 @@ import json
 import logging
 import re
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
@@ -58,6 +59,7 @@ from lakefeed.cdf.transforms import (
     DELETED_COLUMN,
     ROWS_OF_KEY,
     TARGET_COLUMNS,
+    TIMESTAMP_COLUMN,
     VERSION_COLUMN,
     last_change_per_key,
     snapshot_rows,
@@ -82,6 +84,7 @@ from lakefeed.deltalog import DeltaLog
 from lakefeed.errors import ChangeDataError, FeedConfigError
 from lakefeed.spark import jvm_location
 from lakefeed.storage import Store
+from lakefeed.tombstones import check_horizon, remove_expired
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +160,11 @@ def run(
     end: int,
     columns: list[str] | None = None,
     scd_type: int = 1,
+    tombstone_retention: timedelta | None = None,
 ) -> CdfSummary:
+    """Apply versions ``start..end`` of ``source``'s change feed to ``target`` (type 1: each key's current row;
+    type 2: :func:`apply_history`). With ``tombstone_retention``, tombstones older than that before the range's
+    last commit, and from before the range, are then removed (:mod:`lakefeed.tombstones`)."""
     laps: dict[str, float] = {}
     clock = time.perf_counter()
     source, target = table_location(source), table_location(target)
@@ -177,7 +184,10 @@ def run(
     )
     check_scd_type(target, scd_type, _target_properties(target))
     if scd_type == 2:
+        if tombstone_retention is not None:
+            raise FeedConfigError("an SCD type 2 target keeps no tombstones: tombstone retention does not apply")
         return apply_history(spark, delta_log, summary, keys, columns)
+    check_horizon(target, str(end), lambda end, removed: int(end) < int(removed), f"versions {start}..{end}")
     base = _target_base_version(target)
     if base is not None and end <= base:  # nothing read nor written: whatever changed since, no check applies
         log.info("target was rebuilt at source version %d: range [%d, %d] is already in it", base, start, end)
@@ -225,8 +235,40 @@ def run(
     finally:
         last_changes.unpersist()
     laps["merge"] = round(time.perf_counter() - clock - laps["read"], 3)
+    if tombstone_retention is not None:
+        _remove_expired_tombstones(spark, delta_log, summary, spark_target, tombstone_retention)
     summary.seconds = laps
     return summary
+
+
+def _remove_expired_tombstones(
+    spark: SparkSession, source_log: DeltaLog, summary: CdfSummary, spark_target: str, retention: timedelta
+) -> None:
+    """Remove the target's tombstones whose delete was committed more than ``retention`` before the range's
+    last commit, and before the range (:mod:`lakefeed.tombstones`)."""
+    newest = source_log.commit_timestamp(summary.ending_version)
+    if newest is None:
+        log.warning("no commit time of version %d in the source's log: no tombstone removed", summary.ending_version)
+        return
+    threshold = datetime.fromtimestamp(newest / 1000, UTC) - retention
+    expired = (
+        F.col(DELETED_COLUMN)
+        & (F.col(TIMESTAMP_COLUMN) < F.lit(threshold))
+        & (F.col(VERSION_COLUMN) < F.lit(summary.starting_version))
+    )
+    removed, commits = remove_expired(
+        spark,
+        spark_target,
+        summary.target,
+        expired,
+        F.max(VERSION_COLUMN).cast("string"),
+        lambda found, recorded: int(found) > int(recorded),
+        {"pipeline": PIPELINE, "source": summary.source, "endingVersion": summary.ending_version},
+    )
+    summary.tombstones_removed = removed
+    summary.commits += commits
+    if commits:
+        summary.target_version = table_version(spark, spark_target)
 
 
 def apply_history(

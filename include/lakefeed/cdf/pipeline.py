@@ -308,6 +308,8 @@ def job_arguments(planned: CdfPlan) -> list[list[str]]:
     """``application_args`` of one spark-submit per job (the job's command-line contract), from the plan."""
     config = planned.config
     arguments = []
+    # Tombstone retention in the first job of each scheduled pipeline only (lakefeed.tombstones).
+    removing = {name for name, seen in planned.pipelines.items() if seen.kind == SCHEDULED}
     for job in planned.jobs:
         pipeline = config.pipeline(job.pipeline)
         args = [
@@ -326,6 +328,9 @@ def job_arguments(planned: CdfPlan) -> list[list[str]]:
             args += ["--full-refresh", "--version", str(job.last)]
         else:
             args += ["--starting-version", str(job.first), "--ending-version", str(job.last)]
+            if pipeline.tombstone_retention_hours is not None and job.pipeline in removing:
+                args += ["--tombstone-retention-hours", str(pipeline.tombstone_retention_hours)]
+                removing.discard(job.pipeline)
         arguments.append(args + ["--pipeline-id", pipeline.checkpoint_variable])
     return arguments
 

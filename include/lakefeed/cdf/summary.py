@@ -29,6 +29,7 @@ class CdfSummary:
     updated: int = counted()
     deleted: int = counted()
     unchanged: int = counted()
+    tombstones_removed: int = counted()  # by tombstone retention (lakefeed.tombstones)
     added_columns: list[str] = field(default_factory=list)
     target_version: int | None = None
     # What the MERGE wrote, from Delta's commit metrics: a replay of applied versions commits nothing.

@@ -25,7 +25,7 @@ from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakefeed.crdb import APPLIED_FILES_TABLE
+from lakefeed.crdb import APPLIED_FILES_TABLE, topic_tables
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.messages import (
     FILE_INPUT_SCHEMA,
@@ -67,6 +67,7 @@ from lakefeed.documents import format_document, snake
 from lakefeed.errors import FeedCorruptError, refusal_from_worker
 from lakefeed.spark import jvm_location
 from lakefeed.storage import Store
+from lakefeed.tombstones import check_horizon, remove_expired
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +98,12 @@ def run(
     files: list[SinkFile],
     parquet_keys: dict[str, list[str]] | None = None,
     quarantine_table: str | None = None,
+    tombstone_retention: timedelta | None = None,
 ) -> CrdbSummary:
     """Apply the range's files to the topic tables. With ``quarantine_table``, lines that are not messages
-    (:class:`~lakefeed.crdb.messages.UnreadableLine`) go to that Delta table instead of refusing the run."""
+    (:class:`~lakefeed.errors.UnreadableLine`) go to that Delta table instead of refusing the run. With
+    ``tombstone_retention``, tombstones from before the range whose ``updated`` is older than that before its
+    RESOLVED timestamp are then removed (:mod:`lakefeed.tombstones`)."""
     clock = time.perf_counter()
     target_root = table_location(target_root)
     tables = jvm_location(target_root).rstrip("/")  # where Spark opens the topic tables and the ledger
@@ -158,6 +162,14 @@ def run(
             summary.newest_updated = str(Hlc(newest["wall"], newest["logical"]))
         kinds = kinds_by_column(shapes.value)
         per_topic = {row["topic"]: row for row in counts}
+        through = str(sink_range.through.timestamp)
+        for topic in per_topic:
+            check_horizon(
+                f"{target_root.rstrip('/')}/{topic}",
+                through,
+                lambda end, removed: Hlc.parse(end) < Hlc.parse(removed),
+                f"the resolved range through {through}",
+            )
         summary.seconds["read"] = round(time.perf_counter() - clock, 3)
         metadata = {
             "pipeline": PIPELINE,
@@ -185,6 +197,12 @@ def run(
             )
             topic_summary.messages = row["messages"]
             summary.topics[topic] = topic_summary
+        if tombstone_retention is not None and sink_range.after is not None:
+            for table in topic_tables(target_root, quarantine_table):  # every topic, with messages here or not
+                topic = table.rsplit("/", 1)[1]
+                summary.tombstones_removed += _remove_expired_tombstones(
+                    spark, f"{tables}/{topic}", table, sink_range, tombstone_retention, metadata, summary.commits
+                )
         for figures in summary.topics.values():
             summary.inserted += figures.inserted
             summary.updated += figures.updated
@@ -363,6 +381,39 @@ def _record_applied(
         ).whenNotMatchedInsertAll().execute()
 
     return tagged_write(spark, ledger, {**metadata, "step": "ledger"}, write)
+
+
+def _remove_expired_tombstones(
+    spark: SparkSession,
+    table: str,
+    reported_as: str,
+    sink_range: SinkRange,
+    retention: timedelta,
+    metadata: dict[str, Any],
+    commits: list[dict[str, Any]],
+) -> int:
+    """Remove a topic table's tombstones whose ``updated`` is more than ``retention`` before the range's
+    RESOLVED timestamp and not after the range's start (:mod:`lakefeed.tombstones`); how many went."""
+    assert sink_range.after is not None
+    through = sink_range.through.timestamp
+    limit = Hlc(through.wall - retention // timedelta(microseconds=1) * 1000, 0)
+    updated = F.col(UPDATED_COLUMN).cast(HLC_DECIMAL)
+    expired = (
+        F.col(DELETED_COLUMN)
+        & (updated < F.lit(str(limit)).cast(HLC_DECIMAL))
+        & (updated <= F.lit(str(sink_range.after.timestamp)).cast(HLC_DECIMAL))
+    )
+    removed, made = remove_expired(
+        spark,
+        table,
+        reported_as,
+        expired,
+        F.max_by(UPDATED_COLUMN, updated),
+        lambda found, recorded: Hlc.parse(found) > Hlc.parse(recorded),
+        {**metadata, "topic": reported_as.rsplit("/", 1)[-1]},
+    )
+    commits += made
+    return removed
 
 
 QUARANTINE_SCHEMA = (

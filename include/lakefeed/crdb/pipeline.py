@@ -30,7 +30,7 @@ from lakefeed.assets import crdb_changes
 from lakefeed.checkpoint import TableMark, verify_definition, verify_feed
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CrdbConfig
-from lakefeed.crdb import APPLIED_FILES_TABLE
+from lakefeed.crdb import topic_tables
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.run_plan import CrdbPlan, ResolvedRange
@@ -151,7 +151,7 @@ def job_arguments(planned: CrdbPlan) -> list[list[str]]:
     """``application_args`` of one spark-submit per batch (the job's command-line contract), from the plan."""
     config = planned.config
     arguments = []
-    for batch in planned.batches:
+    for index, batch in enumerate(planned.batches):
         args = ["--sink-root", config.sink_root, "--target-root", config.target_root]
         if batch.after:
             args += ["--after-resolved", batch.after]
@@ -165,20 +165,11 @@ def job_arguments(planned: CrdbPlan) -> list[list[str]]:
             args += ["--parquet-keys", ";".join(f"{t}={','.join(c)}" for t, c in sorted(config.parquet_keys.items()))]
         if config.quarantine_table:
             args += ["--quarantine-table", config.quarantine_table]
+        if config.tombstone_retention_hours is not None and index == 0 and planned.kind == SCHEDULED:
+            # the first batch of a scheduled run only (lakefeed.tombstones)
+            args += ["--tombstone-retention-hours", str(config.tombstone_retention_hours)]
         arguments.append(args + ["--pipeline-id", config.checkpoint_variable])
     return arguments
-
-
-def topic_tables(target_root: str, quarantine_table: str | None = None) -> list[str]:
-    """The topic tables under ``target_root`` as ``<target_root>/<topic>`` (not the applied-files table, nor
-    a quarantine table kept there)."""
-    root = target_root.rstrip("/")
-    quarantine = quarantine_table.rstrip("/") if quarantine_table else None
-    return [
-        f"{root}/{name}"
-        for name in sorted(t.rsplit("/", 1)[1] for t in tables_under(target_root))
-        if name != APPLIED_FILES_TABLE and f"{root}/{name}" != quarantine
-    ]
 
 
 def commit(

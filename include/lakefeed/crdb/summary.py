@@ -45,6 +45,7 @@ class CrdbSummary:
     updated: int = counted()
     deleted: int = counted()
     quarantined: int = counted()  # lines set aside in the quarantine table (--quarantine-table)
+    tombstones_removed: int = counted()  # by tombstone retention (lakefeed.tombstones)
     topics: dict[str, TopicSummary] = field(default_factory=dict)
     newest_updated: str | None = None
     resolved_lag_seconds: float = 0.0

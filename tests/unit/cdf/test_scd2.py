@@ -77,3 +77,25 @@ def test_the_pipelines_scd_type_reaches_the_job_only_when_it_is_2():
     for bad in (3, 0, True):
         with pytest.raises(ConfigError, match="scd_type must be"):
             _config(scd_type=bad)
+
+
+def test_tombstone_retention_reaches_only_the_first_job_of_a_scheduled_pipeline():
+    from lakefeed.cdf.run_plan import PipelinePlan
+
+    config = _config(tombstone_retention_hours=36.5)
+
+    def arguments(kind: str) -> list[list[str]]:
+        jobs = [CdfJob("p", CHANGES, start=0, end=3), CdfJob("p", CHANGES, start=4, end=7)]
+        seen = PipelinePlan(kind=kind, origin=None, latest=7, source_table_id=None, applied_before=None)
+        return job_arguments(CdfPlan(kind=kind, jobs=jobs, pipelines={"p": seen}, config=config))
+
+    first, second = arguments("scheduled")
+    assert first[first.index("--tombstone-retention-hours") + 1] == "36.5"
+    assert "--tombstone-retention-hours" not in second
+    assert all("--tombstone-retention-hours" not in args for args in arguments("backfill"))
+    for bad, refusal in (
+        ({"tombstone_retention_hours": 0}, "positive number of hours"),
+        ({"tombstone_retention_hours": 2, "scd_type": 2}, "keeps no tombstones"),
+    ):
+        with pytest.raises(ConfigError, match=refusal):
+            _config(**bad)

@@ -73,6 +73,9 @@ def test_scheduled_runs_take_resolved_files_in_batches_from_the_first_file(confi
     quarantining = replace(planned, config=replace(config, quarantine_table="/lake/quarantine"))
     args = crdb_pipeline.job_arguments(quarantining)[0]
     assert args[args.index("--quarantine-table") + 1] == "/lake/quarantine"
+    removing = crdb_pipeline.job_arguments(replace(planned, config=replace(config, tombstone_retention_hours=48.0)))
+    assert removing[0][removing[0].index("--tombstone-retention-hours") + 1] == "48.0"
+    assert "--tombstone-retention-hours" not in removing[1]  # the first batch of a scheduled run only
     finish(planned, 1)  # the first batch failed: nothing may move past it
     with pytest.raises(RuntimeError, match="1 of 2 batch"):
         crdb_pipeline.commit(store, planned, job_outputs(planned), "r1")
