@@ -56,10 +56,12 @@ def ensure_table(
     schema: StructType,
     partition_by: tuple[str, ...] = (),
     properties: dict[str, str] | None = None,
+    creation_properties: dict[str, str] | None = None,
 ) -> DeltaTable:
-    """Create the Delta table at ``path`` if absent, with ``properties``; on an existing table, set those
-    of ``properties`` it lacks (a table made by an earlier version gains deletion vectors, say). Returns
-    its ``DeltaTable``."""
+    """Create the Delta table at ``path`` if absent, with ``properties`` and ``creation_properties``; on an
+    existing table, set those of ``properties`` it lacks (a table made by an earlier version gains deletion
+    vectors, say), never ``creation_properties`` (what its creator recorded stays). Returns its
+    ``DeltaTable``."""
     from delta.tables import DeltaTable
 
     properties = properties or {}
@@ -67,7 +69,7 @@ def ensure_table(
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         if partition_by:
             builder = builder.partitionedBy(*partition_by)
-        for key, value in properties.items():
+        for key, value in {**properties, **(creation_properties or {})}.items():
             builder = builder.property(key, value)
         try:
             builder.execute()
@@ -92,23 +94,29 @@ def create_table_with_rows(
     *,
     partition_by: tuple[str, ...] = (),
     replace: bool = False,
+    exclusive: bool = False,
 ) -> None:
     """Create the Delta table at ``path`` holding ``rows``, partitioned by ``partition_by``, with
     ``properties``, in one commit: a first load written once instead of a table creation and a MERGE.
     When a table is already there (another writer created it first), Delta refuses and nothing is
     written: :func:`created_by_another` tells that refusal apart. Data files without a log (what a first
     load killed while writing leaves) are not a table: they stay unreferenced and the load goes ahead.
-    ``replace``: CREATE OR REPLACE, a table there or not (a full refresh)."""
+    ``replace``: CREATE OR REPLACE, a table there or not (a full refresh). ``exclusive``: CREATE TABLE … AS
+    SELECT, refused when a table is there, and keeping properties other than ``delta.*`` (which the default
+    save does not)."""
     from pyspark.sql import functions as F
 
     # Writers, not SQL over a temporary view: dropping that view would uncache ``rows``.
-    if replace:
+    if replace or exclusive:
         replacing = rows.writeTo(f"delta.{_identifier(path)}").using("delta")
         if partition_by:
             replacing = replacing.partitionedBy(*(F.col(name) for name in partition_by))
         for key, value in sorted(properties.items()):
             replacing = replacing.tableProperty(key, value)
-        replacing.createOrReplace()
+        if replace:
+            replacing.createOrReplace()
+        else:
+            replacing.create()
         return
     # A save that refuses an existing table (DELTA_PATH_EXISTS), where CREATE TABLE would also refuse a
     # folder holding a killed load's files; the ``delta.*`` options become the new table's properties.

@@ -108,6 +108,32 @@ def test_counts_an_unchanged_update_a_delete_and_a_re_insert(spark, tmp_path):
     assert history == {(0, 1): None, (1, 1): None, (2, 1): 3, (2, 3): None, (3, 1): 4, (3, 5): None}
 
 
+def test_a_two_column_key_with_nulls_and_a_source_column_named_like_a_working_column(spark, tmp_path):
+    """Keys (region, id) with a null region are told apart null-safely; ``_deleted`` and ``_rank`` are the
+    source's own columns (a soft-delete flag, say), kept as data."""
+    source, target = str(tmp_path / "source"), str(tmp_path / "target")
+    spark.sql(
+        f"CREATE TABLE delta.`{source}` (region STRING, id BIGINT, name STRING, _deleted BOOLEAN, _rank INT) "
+        "USING delta TBLPROPERTIES (delta.enableChangeDataFeed = true)"
+    )  # v0
+    spark.sql(f"INSERT INTO delta.`{source}` VALUES ('eu', 1, 'a', false, 1), (NULL, 1, 'b', false, 1)")  # v1
+    spark.sql(f"UPDATE delta.`{source}` SET name = 'b2' WHERE region IS NULL")  # v2: only the null-region key
+    spark.sql(f"UPDATE delta.`{source}` SET _deleted = true WHERE region = 'eu'")  # v3: a soft delete is a change
+    spark.sql(f"DELETE FROM delta.`{source}` WHERE region IS NULL")  # v4
+    run(spark, source, target, ["region", "id"], 0, 2, scd_type=2)
+    run(spark, source, target, ["region", "id"], 3, 4, scd_type=2)
+    rows = spark.read.format("delta").load(target).select("region", "id", "name", "_deleted", START_AT, END_AT)
+    assert sorted((tuple(r) for r in rows.collect()), key=repr) == sorted(
+        [
+            ("eu", 1, "a", False, 1, 3),
+            ("eu", 1, "a", True, 3, None),
+            (None, 1, "b", False, 1, 2),
+            (None, 1, "b2", False, 2, 4),
+        ],
+        key=repr,
+    )
+
+
 def test_out_of_order_ranges_and_gaps_are_refused_with_nothing_written(spark, tmp_path):
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
     create_source(spark, source, rows=10)

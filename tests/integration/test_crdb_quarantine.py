@@ -107,6 +107,12 @@ def test_without_the_flag_a_bad_line_is_refused_and_a_misconfigured_feed_is_refu
     with pytest.raises(FeedCorruptError, match=f"{victim.name}: line \\d+: a message without after"):
         apply(spark, sink, lake, None, truth.resolved[-1])
     assert not lake.exists()
+    # More lines set aside than messages read: a feed this reader misreads (key_in_value off, say), refused
+    # rather than set aside whole by a green run.
+    victim.write_bytes(victim.read_bytes() + (BAD_LINES[1][0] + b"\n") * truth.messages)
+    with pytest.raises(FeedCorruptError, match=r"line\(s\) of this range are not changefeed messages, more than"):
+        apply(spark, sink, lake, None, truth.resolved[-1], quarantine_table=str(table))
+    assert not lake.exists() and not table.exists()
     # A line without updated says the changefeed was created without it: refused, quarantine or not.
     victim.write_bytes(victim.read_bytes() + b'{"after": {"id": 1}, "key": [1]}\n')
     with pytest.raises(FeedCorruptError, match="without updated"):

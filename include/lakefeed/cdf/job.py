@@ -84,7 +84,7 @@ from lakefeed.deltalog import DeltaLog
 from lakefeed.errors import ChangeDataError, FeedConfigError
 from lakefeed.spark import jvm_location
 from lakefeed.storage import Store
-from lakefeed.tombstones import check_horizon, remove_expired
+from lakefeed.tombstones import HORIZON, check_horizon, remove_expired
 
 log = logging.getLogger(__name__)
 
@@ -187,11 +187,11 @@ def run(
         if tombstone_retention is not None:
             raise FeedConfigError("an SCD type 2 target keeps no tombstones: tombstone retention does not apply")
         return apply_history(spark, delta_log, summary, keys, columns)
-    check_horizon(target, str(end), lambda end, removed: int(end) < int(removed), f"versions {start}..{end}")
     base = _target_base_version(target)
     if base is not None and end <= base:  # nothing read nor written: whatever changed since, no check applies
         log.info("target was rebuilt at source version %d: range [%d, %d] is already in it", base, start, end)
         return summary
+    _check_tombstone_horizon(target, start, end)
     read_from = max(start, base + 1) if base is not None else start
     # Schema rules by range: the range's columns as of its end, against the target and the latest schema
     # Spark will read the range with.
@@ -241,6 +241,11 @@ def run(
     return summary
 
 
+def _check_tombstone_horizon(target: str, start: int, end: int) -> None:
+    """Refuse a range ending before the newest tombstone retention removed (:mod:`lakefeed.tombstones`)."""
+    check_horizon(target, str(end), lambda end, removed: int(end) < int(removed), f"versions {start}..{end}")
+
+
 def _remove_expired_tombstones(
     spark: SparkSession, source_log: DeltaLog, summary: CdfSummary, spark_target: str, retention: timedelta
 ) -> None:
@@ -266,9 +271,7 @@ def _remove_expired_tombstones(
         {"pipeline": PIPELINE, "source": summary.source, "endingVersion": summary.ending_version},
     )
     summary.tombstones_removed = removed
-    summary.commits += commits
-    if commits:
-        summary.target_version = table_version(spark, spark_target)
+    summary.commits += commits  # the target version stays the MERGE's: the run's counts are of that commit
 
 
 def apply_history(
@@ -292,7 +295,6 @@ def apply_history(
 
     def prepare() -> None:
         """Create the target (its history starting at ``needed``) or add the source's new columns."""
-        properties = _target_properties(target)
         changes = read_changes(spark, spark_source, needed, end)
         selected = _columns(changes.columns, keys, columns, HISTORY_COLUMNS)
         check_comparable(changes.schema, selected)
@@ -301,8 +303,14 @@ def apply_history(
             .select(*selected, START_AT)
             .withColumn(END_AT, F.lit(None).cast("long"))
         )
-        created = {**TARGET_PROPERTIES, **history_properties(needed)} if properties is None else TARGET_PROPERTIES
-        table = ensure_table(spark, spark_target, shape.schema, properties=created)
+        # The history's first version only on creation: a target another run created meanwhile keeps its own.
+        table = ensure_table(
+            spark,
+            spark_target,
+            shape.schema,
+            properties=TARGET_PROPERTIES,
+            creation_properties=history_properties(needed),
+        )
         summary.added_columns = _add_new_columns(spark, spark_target, table.toDF().columns, shape)
 
     tagged_write(spark, spark_target, {**metadata, "step": "schema"}, prepare)
@@ -359,7 +367,8 @@ def apply_history(
 
     recorded = tagged_write(spark, spark_target, {**metadata, "step": "history"}, record_through)
     summary.commits += reported_commit(target, recorded)
-    summary.target_version = table_version(spark, spark_target)
+    if commit is None:  # else the MERGE's version: the run's counts are of that commit
+        summary.target_version = table_version(spark, spark_target)
     summary.seconds = laps
     return summary
 
@@ -482,6 +491,9 @@ def _merge(
     newer = f"s.{VERSION_COLUMN} > t.{VERSION_COLUMN}"
 
     def write() -> None:
+        # Again at each attempt: tombstone retention commits its horizon before it deletes, so a run that removed
+        # tombstones meanwhile makes this MERGE conflict and come back here.
+        _check_tombstone_horizon(table, summary.starting_version, summary.ending_version)
         (
             DeltaTable.forPath(spark, target)
             .alias("t")
@@ -576,21 +588,25 @@ def full_refresh(
         selected = _columns(snapshot.columns, keys, columns, HISTORY_COLUMNS)
         check_comparable(snapshot.schema, selected)
         rows = snapshot_history(snapshot, selected, version)
-        # One commit holds the rows and the history's versions (the snapshot's, both ends). A CREATE OR
-        # REPLACE like type 1's (only it carries properties other than delta.*): the log showed no target above.
+        # One commit holds the rows and the history's versions (the snapshot's, both ends): a CREATE TABLE … AS
+        # SELECT, refused if a history was created since the log was read above.
         properties = {**TARGET_PROPERTIES, **history_properties(version, through=version, snapshot=True)}
     else:
         selected = _columns(snapshot.columns, keys, columns)
         rows = snapshot_rows(snapshot, selected, version, timestamp)
         # One commit (a CREATE OR REPLACE … AS SELECT) holds the rows and the base version: a kill can never
         # leave new rows with a stale base version. The target's own table properties are carried over.
+        # The horizon of removed tombstones is not carried: the rebuilt target holds no tombstone.
         current = DeltaLog(Store(target)).latest_metadata() or {}
-        properties = {**(current.get("configuration") or {}), **TARGET_PROPERTIES, BASE_VERSION_PROPERTY: str(version)}
+        carried = {k: v for k, v in (current.get("configuration") or {}).items() if k != HORIZON}
+        properties = {**carried, **TARGET_PROPERTIES, BASE_VERSION_PROPERTY: str(version)}
     refreshed = tagged_write(
         spark,
         spark_target,
         {"pipeline": PIPELINE, "source": source, REFRESH_MARKER: version},
-        lambda: create_table_with_rows(spark, spark_target, rows, properties, replace=True),
+        lambda: create_table_with_rows(
+            spark, spark_target, rows, properties, replace=scd_type == 1, exclusive=scd_type == 2
+        ),
     )
     summary = CdfSummary(
         source=source,

@@ -44,7 +44,7 @@ HISTORY_THROUGH = "lakefeed.cdf.historyThrough"  # the last source version appli
 SCD_TYPES = (1, 2)
 
 # Columns of the sequence each key's changes are walked in (dropped before the MERGE).
-_DELETED, _SEED, _EFFECT = "_deleted", "_seed", "_effect"
+_DELETED, _SEED, _EFFECT, _LAST = "__lakefeed_deleted", "__lakefeed_seed", "__lakefeed_effect", "__lakefeed_last"
 INSERTED, SUPERSEDED, DELETED = "inserted", "superseded", "deleted"  # what a history boundary does
 
 
@@ -113,13 +113,14 @@ def first_version_to_read(target: str, start: int, end: int, history: History) -
 
 
 def check_comparable(schema: StructType, columns: list[str]) -> None:
-    """Refuse selected columns whose values Spark cannot compare for equality (maps, at any depth): the
-    history needs to know whether an update changed anything."""
+    """Refuse selected columns whose values Spark cannot compare for equality (maps and variants, at any
+    depth): the history needs to know whether an update changed anything."""
     maps = [f.name for f in schema.fields if f.name in columns and holds_map(f.dataType)]
     if maps:
         raise FeedConfigError(
-            f"column(s) {', '.join(maps)} hold maps, which cannot be compared to tell whether an update changed "
-            f"a row: leave them out of an SCD type 2 target's columns (--columns / the pipeline's columns)"
+            f"column(s) {', '.join(maps)} hold maps or variants, which cannot be compared to tell whether an "
+            f"update changed a row: leave them out of an SCD type 2 target's columns (--columns / the pipeline's "
+            f"columns)"
         )
 
 
@@ -145,14 +146,14 @@ def history_rows(events: DataFrame, target: DataFrame, keys: list[str], columns:
     on_keys = [F.col(f"e.`{k}`").eqNullSafe(F.col(f"h.`{k}`")) for k in keys]
     changed = events.select(*keys).distinct().alias("e")
     history = target.alias("h").join(changed, _all(on_keys), "left_semi")
-    last_recorded = history.groupBy(*keys).agg(F.max(F.coalesce(END_AT, START_AT)).alias("_last"))
+    last_recorded = history.groupBy(*keys).agg(F.max(F.coalesce(END_AT, START_AT)).alias(_LAST))
     seeds = history.where(F.col(END_AT).isNull()).select(
         *columns, START_AT, F.lit(False).alias(_DELETED), F.lit(True).alias(_SEED)
     )
     fresh = (
         events.alias("e")
         .join(last_recorded.alias("h"), _all(on_keys), "left")
-        .where(F.col("h._last").isNull() | (F.col(f"e.{START_AT}") > F.col("h._last")))
+        .where(F.col(f"h.{_LAST}").isNull() | (F.col(f"e.{START_AT}") > F.col(f"h.{_LAST}")))
         .select(*[F.col(f"e.`{c}`") for c in columns], F.col(f"e.{START_AT}"), F.col(f"e.{_DELETED}"))
         .withColumn(_SEED, F.lit(False))
     )

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pyspark.sql import DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, MapType, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType, VariantType
 
 CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = "_change_type", "_commit_version", "_commit_timestamp"
 CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
@@ -17,12 +17,15 @@ TARGET_COLUMNS = (VERSION_COLUMN, TIMESTAMP_COLUMN, DELETED_COLUMN)
 # The source version a full refresh rebuilt the target at (a table property): versions up to it are in it.
 BASE_VERSION_PROPERTY = "lakefeed.cdf.baseVersion"
 # On each reduced row: how many change rows (pre-images aside) of its key it stands for.
-ROWS_OF_KEY = "_rows_of_key"
+ROWS_OF_KEY = "__lakefeed_rows_of_key"
+# The working columns of the reductions (prefixed: a source column may be named _rank or _deleted).
+RANK = "__lakefeed_rank"
 
 
 def holds_map(data_type: DataType) -> bool:
-    """Whether values of ``data_type`` hold a map at any depth (Spark neither hashes nor compares maps)."""
-    if isinstance(data_type, MapType):
+    """Whether values of ``data_type`` hold a map or a variant at any depth (Spark neither hashes nor compares
+    them)."""
+    if isinstance(data_type, (MapType, VariantType)):
         return True
     if isinstance(data_type, ArrayType):
         return holds_map(data_type.elementType)
@@ -36,7 +39,7 @@ def _latest_first(changes: DataFrame, partition: list[str]) -> WindowSpec:
     after the commit (insert / update_postimage) before a delete."""
     after_commit = F.when(F.col(CHANGE_TYPE) == "delete", 0).otherwise(1)
     # The hash only breaks ties a well-keyed source never has (duplicate keys in one version). Spark hashes no
-    # map, so a column holding one is hashed as its JSON text.
+    # map nor variant, so a column holding one is hashed as its JSON text.
     tiebreak = F.xxhash64(
         *[
             F.to_json(F.col(f"`{f.name}`")) if holds_map(f.dataType) else F.col(f"`{f.name}`")
@@ -52,9 +55,9 @@ def one_change_per(changes: DataFrame, partition: list[str]) -> DataFrame:
     history of an SCD type 2 target."""
     return (
         changes.where(F.col(CHANGE_TYPE) != "update_preimage")
-        .withColumn("_rank", F.row_number().over(_latest_first(changes, partition)))
-        .where(F.col("_rank") == 1)
-        .drop("_rank")
+        .withColumn(RANK, F.row_number().over(_latest_first(changes, partition)))
+        .where(F.col(RANK) == 1)
+        .drop(RANK)
     )
 
 
@@ -65,13 +68,13 @@ def last_change_per_key(changes: DataFrame, keys: list[str]) -> DataFrame:
     latest_first = _latest_first(changes, keys)
     return (
         changes.where(F.col(CHANGE_TYPE) != "update_preimage")
-        .withColumn("_rank", F.row_number().over(latest_first))
+        .withColumn(RANK, F.row_number().over(latest_first))
         .withColumn(
             ROWS_OF_KEY,
             F.count(F.lit(1)).over(latest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)),
         )
-        .where(F.col("_rank") == 1)
-        .drop("_rank")
+        .where(F.col(RANK) == 1)
+        .drop(RANK)
     )
 
 

@@ -162,14 +162,8 @@ def run(
             summary.newest_updated = str(Hlc(newest["wall"], newest["logical"]))
         kinds = kinds_by_column(shapes.value)
         per_topic = {row["topic"]: row for row in counts}
-        through = str(sink_range.through.timestamp)
         for topic in per_topic:
-            check_horizon(
-                f"{target_root.rstrip('/')}/{topic}",
-                through,
-                lambda end, removed: Hlc.parse(end) < Hlc.parse(removed),
-                f"the resolved range through {through}",
-            )
+            _check_tombstone_horizon(f"{target_root.rstrip('/')}/{topic}", sink_range)
         summary.seconds["read"] = round(time.perf_counter() - clock, 3)
         metadata = {
             "pipeline": PIPELINE,
@@ -178,6 +172,7 @@ def run(
         }
         if quarantine is not None and quarantine_table is not None:
             summary.quarantined = len(quarantine.value)
+            _refuse_a_misread_feed(quarantine.value, summary.messages_read)
             summary.commits += reported_commit(
                 table_location(quarantine_table),
                 _quarantine(spark, jvm_location(table_location(quarantine_table)), quarantine.value, metadata),
@@ -194,6 +189,7 @@ def run(
                 metadata,
                 summary.commits,
                 f"{target_root.rstrip('/')}/{topic}",
+                sink_range,
             )
             topic_summary.messages = row["messages"]
             summary.topics[topic] = topic_summary
@@ -260,6 +256,7 @@ def _merge_topic(
     metadata: dict[str, Any],
     commits: list[dict[str, Any]],
     reported_as: str,
+    sink_range: SinkRange,
 ) -> TopicSummary:
     """MERGE one topic's latest changes into its table, applying each only when its updated is newer; a
     table not there yet is created holding them, in one commit. The commit made is added to ``commits``
@@ -292,6 +289,9 @@ def _merge_topic(
     newer = f"CAST(s.{UPDATED_COLUMN} AS {HLC_DECIMAL}) > CAST(t.{UPDATED_COLUMN} AS {HLC_DECIMAL})"
 
     def write() -> None:
+        # Again at each attempt: tombstone retention commits its horizon before it deletes, so a run that removed
+        # tombstones meanwhile makes this MERGE conflict and come back here.
+        _check_tombstone_horizon(reported_as, sink_range)
         (
             DeltaTable.forPath(spark, target)
             .alias("t")
@@ -381,6 +381,30 @@ def _record_applied(
         ).whenNotMatchedInsertAll().execute()
 
     return tagged_write(spark, ledger, {**metadata, "step": "ledger"}, write)
+
+
+def _check_tombstone_horizon(table: str, sink_range: SinkRange) -> None:
+    """Refuse a range through a RESOLVED before the newest tombstone retention removed (lakefeed.tombstones)."""
+    through = str(sink_range.through.timestamp)
+    check_horizon(
+        table,
+        through,
+        lambda end, removed: Hlc.parse(end) < Hlc.parse(removed),
+        f"the resolved range through {through}",
+    )
+
+
+def _refuse_a_misread_feed(lines: Quarantined, messages: int) -> None:
+    """More lines set aside than messages read is no longer a few bad lines but a feed this reader misreads
+    (``key_in_value`` off, say): refused before anything is written, instead of a green run that moves past
+    the data."""
+    if len(lines) > messages:
+        (url, line), (_, _, reason) = min(lines.items())
+        raise FeedCorruptError(
+            f"{len(lines)} line(s) of this range are not changefeed messages, more than the {messages} that are "
+            f"(first: {url}: line {line}: {reason}): is the changefeed created as this reader expects "
+            f"(envelope=wrapped, key_in_value, updated)? Nothing was written."
+        )
 
 
 def _remove_expired_tombstones(

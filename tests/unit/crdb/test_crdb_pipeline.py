@@ -2,6 +2,7 @@
 real summary files and the real compare-and-set store over a file cell."""
 
 import asyncio
+import os
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -198,3 +199,7 @@ def test_topic_tables_are_the_tables_under_the_root_but_the_applied_files_ledger
     (tmp_path / "lake" / "not_a_table").mkdir()
     root = str(tmp_path / "lake")
     assert crdb_pipeline.topic_tables(root + "/") == [f"{root}/orders", f"{root}/users"]
+    # A quarantine table kept under the root is no topic, however its location is spelled.
+    write_deltalake(str(tmp_path / "lake" / "_quarantine"), pa.table({"id": [1]}))
+    relative = os.path.relpath(tmp_path / "lake" / "_quarantine")
+    assert crdb_pipeline.topic_tables(root, relative + "/") == [f"{root}/orders", f"{root}/users"]
