@@ -17,11 +17,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def dags_test_env(home: Path, **extra: str) -> dict[str, str]:
-    """Environment for the `airflow` CLI; ``extra`` adds AIRFLOW_VAR_* / AIRFLOW_CONN_* entries.
-    Migrates the metadata database before returning."""
+def dags_test_env(home: Path, lineage: bool = False, **extra: str) -> dict[str, str]:
+    """Environment for the `airflow` CLI; ``extra`` adds AIRFLOW_VAR_* / AIRFLOW_CONN_* entries; ``lineage``:
+    OpenLineage events go to a file in the home (:func:`lineage_events`), else OpenLineage stays off (the
+    machine's OPENLINEAGE* settings are never inherited). Migrates the metadata database before returning."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "AIRFLOW__OPENLINEAGE__"))}
     env = {
-        **os.environ,
+        **inherited,
+        **(lineage_settings(home) if lineage else {}),
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
@@ -34,6 +37,24 @@ def dags_test_env(home: Path, **extra: str) -> dict[str, str]:
     }
     subprocess.run(["airflow", "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     return env
+
+
+def lineage_settings(home: Path) -> dict[str, str]:
+    """Airflow's OpenLineage provider sending every event to ``<home>/openlineage.jsonl`` (one JSON per line)."""
+    transport = {"type": "file", "log_file_path": str(home / "openlineage.jsonl"), "append": True}
+    return {
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "lakefeed-tests",
+        "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "true",  # no fork of the `airflow dags test` process
+        "AIRFLOW__OPENLINEAGE__EXECUTION_TIMEOUT": "60",
+    }
+
+
+def lineage_events(env: dict[str, str], run_id: str) -> list[dict]:
+    """The OpenLineage events of the task instances of one DAG run, in the order they were sent."""
+    path = Path(env["AIRFLOW_HOME"]) / "openlineage.jsonl"
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return [e for e in events if (e["run"]["facets"].get("airflow") or {}).get("dagRun", {}).get("run_id") == run_id]
 
 
 def with_config(env: dict[str, str], variable: str, config: dict) -> dict[str, str]:
@@ -204,3 +225,59 @@ def assert_each_entry_announced_once(env: dict[str, str], table: str, pipeline_i
     assert entries, f"{table} has no ledger entry of {pipeline_id}"
     assert announced == entries, (announced, entries)
     return events
+
+
+def assert_run_lineage(
+    env: dict[str, str], dag_id: str, inputs: list[tuple[str, str]], commit_task: str = "commit_checkpoint"
+) -> dict[int, dict]:
+    """The newest run of ``dag_id`` sent OpenLineage events as lakefeed promises: each spark-submit task one
+    START and then one COMPLETE, reading ``inputs`` (``(namespace, name)``), writing the tables its job
+    committed to at the versions its summary (its XCom) names, its ``lakefeed_job`` counts equal to the
+    summary's; and its commit step an event naming the targets its report announced, with their newest
+    versions. Returns each job's COMPLETE event by map index."""
+    from lakefeed.lineage import dataset_ref
+
+    run_id = last_run_id(env, dag_id)
+    events = lineage_events(env, run_id)
+    apply = f"{dag_id}.{APPLY_TASKS[dag_id]}"
+    by_job: dict[int, list[dict]] = {}
+    for event in events:
+        if event["job"]["name"] == apply:
+            by_job.setdefault(event["run"]["facets"]["airflow"]["taskInstance"]["map_index"], []).append(event)
+    summaries = job_summaries(env, dag_id)
+    assert sorted(by_job) == list(range(len(summaries))), (sorted(by_job), len(summaries))
+    completed = {}
+    for index, summary in enumerate(summaries):
+        kinds = [e["eventType"] for e in by_job[index]]
+        assert kinds == ["START", "COMPLETE"], (index, kinds)
+        start, complete = by_job[index]
+        for event in (start, complete):
+            assert [(d["namespace"], d["name"]) for d in event["inputs"]] == inputs
+        versions = {}
+        for commit in summary["commits"]:
+            if commit["table"].rstrip("/").rsplit("/", 1)[-1].startswith("_lakefeed_"):
+                continue  # the job's own bookkeeping (the CockroachDB applied-files table) is not lineage
+            ref = dataset_ref(commit["table"])
+            versions[(ref.namespace, ref.name)] = max(versions.get((ref.namespace, ref.name), -1), commit["version"])
+        written = {
+            (d["namespace"], d["name"]): int(d["facets"]["version"]["datasetVersion"])
+            for d in complete["outputs"]
+            if "version" in d["facets"]
+        }
+        assert written == versions, (written, versions)
+        facet = complete["run"]["facets"]["lakefeed_job"]
+        assert facet["counts"] and all(summary[key] == count for key, count in facet["counts"].items()), facet
+        assert facet["_schemaURL"].startswith("urn:lakefeed:openlineage:")
+        completed[index] = complete
+    report = xcom(env, dag_id, run_id, commit_task)
+    announced = [e for e in events if e["job"]["name"] == f"{dag_id}.{commit_task}" and e["eventType"] == "RUNNING"]
+    if report.get("targetsChanged"):
+        [event] = announced
+        assert event["run"]["facets"]["lakefeed_run"]["kind"] == report["kind"]
+        named = {(d["namespace"], d["name"]): d["facets"]["version"]["datasetVersion"] for d in event["outputs"]}
+        expected = {}
+        for change in report["targetsChanged"]:
+            ref = dataset_ref(change["table"])
+            expected[(ref.namespace, ref.name)] = str(change["extra"]["targetVersion"])
+        assert named == expected, (named, expected)
+    return completed

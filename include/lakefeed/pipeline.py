@@ -36,6 +36,7 @@ from lakefeed.ledger import (
     nothing_announced,
     unannounced,
 )
+from lakefeed.lineage import JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
 from lakefeed.storage import StoreBase
 from lakefeed.targets import current_marks, verify_unchanged_during_run
@@ -145,6 +146,8 @@ class Feed(Protocol):
     def job_arguments(self, planned: Plan) -> list[list[str]]: ...
 
     def job_connections(self, planned: Plan) -> list[str | None]: ...
+
+    def job_lineage(self, planned: Plan) -> list[JobLineage]: ...
 
     def commit(
         self, planned: Plan, outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
@@ -486,14 +489,15 @@ def read_plan(plan_type: type[PlanT], planned: Plan) -> PlanT:
 class FeedSteps(Generic[ConfigT, PlanT]):
     """What a feed with one checkpoint brings to the skeleton: ``plan`` (configuration, checkpoint, params,
     run, the checkpoint's name, storage → a ``plan_type`` plan), ``commit`` (checkpoint store, plan, job
-    outputs, run id, announced events → run summary), ``config_of`` (the configuration a plan carries) and
-    ``arguments`` (each job's command line)."""
+    outputs, run id, announced events → run summary), ``config_of`` (the configuration a plan carries),
+    ``arguments`` (each job's command line) and ``lineage`` (what each job reads and writes)."""
 
     plan: Callable[[ConfigT, Any, dict[str, Any], RunContext, str, Storage], PlanT]
     commit: Callable[[CheckpointStore, PlanT, JobOutputs, str, AnnouncedSince], Summary]
     plan_type: type[PlanT]
     config_of: Callable[[PlanT], ConfigT]
     arguments: Callable[[PlanT], list[list[str]]]
+    lineage: Callable[[PlanT], list[JobLineage]]
 
 
 @dataclass(frozen=True)
@@ -520,6 +524,9 @@ class OneCheckpointFeed(Generic[ConfigT, PlanT]):
     def job_connections(self, planned: Plan) -> list[str | None]:
         plan = read_plan(self.steps.plan_type, planned)
         return [self.steps.config_of(plan).wasb_conn_id] * len(self.steps.arguments(plan))
+
+    def job_lineage(self, planned: Plan) -> list[JobLineage]:
+        return self.steps.lineage(read_plan(self.steps.plan_type, planned))
 
     def commit(
         self, planned: Plan, outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced

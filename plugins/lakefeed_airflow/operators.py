@@ -20,7 +20,10 @@ Like the provider's operator, plus what the jobs' contract needs:
   driver left there. The location is a scratch folder of this task (client deploy
   mode: the driver runs here) or, with ``summary_root`` (templated; the config's
   ``job_summary_root``), a fresh object under that URL, for a driver running on the
-  cluster. Either way no other task reads it, so tasks may run on any worker.
+  cluster. Either way no other task reads it, so tasks may run on any worker;
+- ``lineage``: what the plan declared the job reads and writes (:class:`lakefeed.lineage.JobLineage`), for
+  the OpenLineage events of the task (:mod:`lakefeed_airflow.lineage`): the declared datasets when it starts
+  or fails, and with its summary's versions, figures and applied range when it completes.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         extra_conf: str | dict | None = None,
         timeout_minutes: str | float | None = None,
         summary_root: str | None = None,
+        lineage: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -91,6 +95,8 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         self.extra_conf = extra_conf
         self.timeout_minutes = timeout_minutes
         self.summary_root = summary_root
+        self.lineage = lineage
+        self._summary: dict[str, Any] | None = None  # the job's, once it finished (its OpenLineage COMPLETE event)
 
     def pre_execute(self, context: Any) -> None:
         # Runs after templates are rendered and before the task runner reads execution_timeout.
@@ -160,6 +166,7 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
             summary = self._read(location)
             if summary is None:  # retried: the job may have died after its commits, before its summary
                 raise RuntimeError(f"spark-submit exited 0 but the job left no summary at {location}")
+            self._summary = summary
             return summary
         finally:
             if scratch is not None:
@@ -168,6 +175,28 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
                 for leftover in (location, refusal_location(location), failure_location(location)):
                     with self._credentials():
                         remove_document(leftover)
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        """The datasets the plan declared for this job (None: a task made without them)."""
+        if not self.lineage:
+            return None
+        from lakefeed.lineage import JobLineage
+        from lakefeed_airflow.lineage import declared_lineage
+
+        return declared_lineage(JobLineage.from_dict(self.lineage))
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The declared datasets with what the job's summary reports, and the ``lakefeed_job`` run facet."""
+        if not self.lineage or self._summary is None:
+            return self.get_openlineage_facets_on_start()
+        from lakefeed.lineage import JobLineage
+        from lakefeed_airflow.lineage import completed_lineage
+
+        return completed_lineage(JobLineage.from_dict(self.lineage), self._summary)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """The declared datasets (the provider adds the error)."""
+        return self.get_openlineage_facets_on_start()
 
     def _credentials(self):
         """The connection's credential for the store of a summary under an Azure URL (given to adlfs

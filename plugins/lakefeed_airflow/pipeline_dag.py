@@ -4,7 +4,7 @@
                                                    (every task) → fail_run_if_a_task_failed
 
 Each pipeline brings its sensor and its feed (:class:`lakefeed.pipeline.Feed`: ``plan(params, run)``,
-``job_arguments(planned)``, ``job_connections(planned)``, ``commit(planned, outputs, run_id, announced_since)``).
+``job_arguments(planned)``, ``job_connections(planned)``, ``job_lineage(planned)``, ``commit(planned, outputs, run_id, announced_since)``).
 Only the plan reads the configuration
 (and the checkpoint) when it runs, and carries the configuration in its XCom (``config``): the job
 arguments, the Spark settings and timeout, the ``wasb`` connection and the commit step all come from
@@ -108,12 +108,16 @@ def wire_pipeline(
 
     @task(task_id=ARGUMENTS_TASK_ID)
     def spark_arguments(planned: dict) -> list[dict]:
-        """One submission per job: its ``application_args`` and the ``wasb`` connection it runs with."""
+        """One submission per job: its ``application_args``, the ``wasb`` connection it runs with and the
+        datasets it reads and writes (its lineage)."""
+        from lakefeed_airflow.lineage import planned_lineage
+
         arguments = feed.job_arguments(planned)
         connections = feed.job_connections(planned)
+        lineage = planned_lineage(feed.job_lineage(planned), connections)
         return [
-            {"application_args": args, "wasb_conn_id": connection or ""}
-            for args, connection in zip(arguments, connections, strict=True)
+            {"application_args": args, "wasb_conn_id": connection or "", "lineage": declared}
+            for args, connection, declared in zip(arguments, connections, lineage, strict=True)
         ]
 
     alias = AssetAlias(ALIASES[job_name])
@@ -128,13 +132,17 @@ def wire_pipeline(
         pool=CHECKPOINT_POOL,
     )
     def commit_task(ti=None, run_id=None, outlet_events=None, inlet_events=None) -> dict:
+        from lakefeed.lineage import JobLineage
+        from lakefeed_airflow.lineage import emit_run_lineage
         from lakefeed_airflow.turns import Registers, turn
 
         planned = planned_or_skip(ti, plan_task_id)
-        outputs = job_outputs(ti, apply_task_id, len(ti.xcom_pull(task_ids=ARGUMENTS_TASK_ID) or []))
+        submissions = ti.xcom_pull(task_ids=ARGUMENTS_TASK_ID) or []
+        outputs = job_outputs(ti, apply_task_id, len(submissions))
         with refusals_fail_the_task(), summary_kept_on_failure(ti), turn(Registers(ti, commit_task_id), run_id):
             report = feed.commit(planned, outputs, run_id, recorded_events(lambda: inlet_events[alias]))
         emit_asset_events(outlet_events[alias], report)
+        emit_run_lineage(ti, report, [JobLineage.from_dict(s["lineage"]) for s in submissions if s.get("lineage")])
         return report
 
     planned = plan_task()

@@ -21,6 +21,7 @@ from lakefeed.storage import credentials_scope
 from tests.airflow_env import (
     assert_each_entry_announced_once,
     assert_marks_caught_up,
+    assert_run_lineage,
     dags_test,
     dags_test_env,
     last_run_id,
@@ -78,7 +79,9 @@ def test_crdb_pipeline_on_azure_under_nested_paths_with_a_sas_token(spark, azuri
     }
     sas = writer_connection_forms(azurite)["SAS token"]
     env = with_config(
-        dags_test_env(tmp_path / "airflow", AIRFLOW_CONN_WASB_SAS=json.dumps({"conn_type": "wasb", **sas})),
+        dags_test_env(
+            tmp_path / "airflow", lineage=True, AIRFLOW_CONN_WASB_SAS=json.dumps({"conn_type": "wasb", **sas})
+        ),
         "lakefeed_crdb_config",
         config,
     )
@@ -91,6 +94,14 @@ def test_crdb_pipeline_on_azure_under_nested_paths_with_a_sas_token(spark, azuri
     assert checkpoint["resolved"] == truth.resolved[2]
     assert checkpoint["sink"] == f"azure://{azurite.account}/{SINK_CONTAINER}/{SINK_PATH}"
     assert set(checkpoint["targets"]) == {f"{target_root}/{topic}" for topic in ("customers", "orders")}
+    # OpenLineage: the sink's "az://" URL takes the SAS connection's account; no secret is in any event.
+    dfs = f"{azurite.account}.dfs.core.windows.net"
+    [complete] = assert_run_lineage(env, DAG, [(f"abfss://{SINK_CONTAINER}@{dfs}", SINK_PATH)]).values()
+    assert {(d["namespace"], d["name"]) for d in complete["outputs"]} == {
+        (f"abfss://{LAKE_CONTAINER}@{dfs}", f"{LAKE_PATH}/{topic}") for topic in ("customers", "orders")
+    }
+    sent = (tmp_path / "airflow" / "openlineage.jsonl").read_text()
+    assert sas["extra"]["sas_token"] not in sent and azurite.key not in sent
 
     upload(later)
     dags_test(env, DAG)

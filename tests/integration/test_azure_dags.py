@@ -20,6 +20,7 @@ from lakefeed.azure import CONNECTION_STRING, CREDENTIAL_ENV
 from lakefeed.storage import credentials_scope
 from tests.airflow_env import (
     assert_each_entry_announced_once,
+    assert_run_lineage,
     dags_test,
     dags_test_env,
     job_summaries,
@@ -29,6 +30,7 @@ from tests.airflow_env import (
 
 pytestmark = pytest.mark.integration
 CDF_DAG = "delta_cdf_to_delta"
+CDF_COMMIT = "commit_checkpoints"
 
 
 def wasb_connection(azurite) -> str:
@@ -68,7 +70,7 @@ def source_rows(frame) -> list[tuple]:
 @pytest.fixture(scope="module")
 def azure_env(azurite, tmp_path_factory):
     env = dags_test_env(
-        tmp_path_factory.mktemp("azure_dags") / "airflow", AIRFLOW_CONN_WASB_LAKE=wasb_connection(azurite)
+        tmp_path_factory.mktemp("azure_dags") / "airflow", lineage=True, AIRFLOW_CONN_WASB_LAKE=wasb_connection(azurite)
     )
     for name in CREDENTIAL_ENV:  # the connection is the only credential anywhere
         env.pop(name, None)
@@ -109,6 +111,12 @@ def test_cdf_pipeline_with_source_and_target_on_azure_storage(spark, azurite, az
     assert variable(env, checkpoint_name)["appliedVersion"] == first_latest
     assert [s["startingVersion"] for s in job_summaries(env, CDF_DAG)] == list(range(0, first_latest + 1, 3))
     assert live_target_rows(spark, azurite, target) == source_rows(simulator.snapshot())
+    # OpenLineage: "az://" names no account; the datasets take the connection's, as the jobs read them.
+    dfs = f"{azurite.account}.dfs.core.windows.net"
+    for complete in assert_run_lineage(
+        env, CDF_DAG, [(f"abfss://cdfsource@{dfs}", "shop/orders")], CDF_COMMIT
+    ).values():
+        assert [(d["namespace"], d["name"]) for d in complete["outputs"]] == [(f"abfss://cdftarget@{dfs}", "/")]
 
     for kind in ("reinsert", "update", "delete"):
         simulator.commit(kind)
@@ -127,6 +135,9 @@ def test_cdf_pipeline_with_source_and_target_on_azure_storage(spark, azurite, az
     with credentials_scope({CONNECTION_STRING: azurite.connection_string}):
         events = assert_each_entry_announced_once(env, target, checkpoint_name)
     assert events[-1]["fullRefresh"] is True
+    [complete] = assert_run_lineage(env, CDF_DAG, [(f"abfss://cdfsource@{dfs}", "shop/orders")], CDF_COMMIT).values()
+    assert complete["outputs"][0]["facets"]["lifecycleStateChange"]["lifecycleStateChange"] == "OVERWRITE"
+    assert azurite.key not in (Path(env["AIRFLOW_HOME"]) / "openlineage.jsonl").read_text()
 
 
 def writer_connection_forms(azurite) -> dict[str, dict]:

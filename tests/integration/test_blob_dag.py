@@ -17,10 +17,12 @@ from lakefeed.times import format_time
 from tests.airflow_env import (
     assert_each_entry_announced_once,
     assert_marks_caught_up,
+    assert_run_lineage,
     dags_test,
     dags_test_env,
     job_summaries,
     last_run_id,
+    lineage_events,
     progress,
     start_dags_test,
     task_tries,
@@ -37,7 +39,7 @@ SPEC = FeedSpec(hours=3, events_per_hour=400, shards=2, records_per_chunk=200, g
 
 @pytest.fixture(scope="module")
 def airflow_env(tmp_path_factory):
-    return dags_test_env(tmp_path_factory.mktemp("dag") / "airflow")
+    return dags_test_env(tmp_path_factory.mktemp("dag") / "airflow", lineage=True)
 
 
 @pytest.fixture
@@ -101,6 +103,10 @@ def test_backfill_first_then_scheduled_runs_no_new_data_growth_backfill_and_a_dr
     assert first["watermark"] == format_time(SPEC.last_consumable) == first["lastConsumable"]
     assert first["feed"] == f"file://{base / 'feed'}" and first["gridMinute"] == 10
     assert set(first["targets"]) == {config["events_table"], config["state_table"]}
+    # OpenLineage: the job read the feed and wrote both tables (lakefeed_airflow.lineage).
+    [complete] = assert_run_lineage(env, DAG, [("file", str(base / "feed"))]).values()
+    assert [d["name"] for d in complete["outputs"]] == [config["events_table"], config["state_table"]]
+    assert complete["run"]["facets"]["lakefeed_job"]["applied"]["windows"] == [format_time(SPEC.start - HOUR)]
     before = tables(spark, config)
 
     # 2. No new data: the sensor gives up, nothing is planned, nothing changes.
@@ -178,6 +184,15 @@ def test_bad_input_fails_its_batches_at_once_and_a_fixed_feed_resumes(spark, pip
 
     # Batch 0 committed, but the commit task failed: Airflow drops a failed task's asset events.
     assert report["targetsChanged"] == [] and report["announcementsDeferred"] == 2
+    # OpenLineage: the refused job's FAIL event names its datasets and the job's reason.
+    [failed] = [
+        e
+        for e in lineage_events(env, run_id)
+        if e["eventType"] == "FAIL" and e["run"]["facets"]["airflow"]["taskInstance"]["map_index"] == 1
+    ]
+    assert [d["name"] for d in failed["inputs"]] == [str(base / "feed")]
+    assert [d["name"] for d in failed["outputs"]] == [config["events_table"], config["state_table"]]
+    assert str(chunk) in failed["run"]["facets"]["errorMessage"]["message"]
 
     chunk.write_bytes(original)
     dags_test(env, DAG)

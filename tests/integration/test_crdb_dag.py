@@ -16,6 +16,7 @@ from lakefeed.crdb.hlc import Hlc
 from tests.airflow_env import (
     assert_each_entry_announced_once,
     assert_marks_caught_up,
+    assert_run_lineage,
     dags_test,
     dags_test_env,
     last_run_id,
@@ -43,7 +44,7 @@ def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
         # as for a driver on the cluster: each job's summary goes to storage, read back by its own task
         "job_summary_root": str(tmp_path / "driver-summaries"),
     }
-    env = with_config(dags_test_env(tmp_path / "airflow"), "lakefeed_crdb_config", config)
+    env = with_config(dags_test_env(tmp_path / "airflow", lineage=True), "lakefeed_crdb_config", config)
 
     # Only the files up to the 3rd RESOLVED file exist at first; the rest arrive later, among them the
     # late file: named before that RESOLVED file, written after it (the sink's naming bug).
@@ -60,6 +61,11 @@ def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     checkpoint = variable(env, "lakefeed_crdb_checkpoint")
     assert checkpoint["resolved"] == truth.resolved[2] and checkpoint["sink"] == f"file://{tmp_path / 'sink'}"
     assert set(checkpoint["targets"]) == {str(tmp_path / "lake" / t) for t in ("customers", "orders")}
+    # OpenLineage: each job read the sink and wrote the topic tables (lakefeed_airflow.lineage).
+    [complete] = assert_run_lineage(env, DAG, [("file", str(tmp_path / "sink"))]).values()
+    assert {d["name"] for d in complete["outputs"]} == {str(tmp_path / "lake" / t) for t in ("customers", "orders")}
+    applied = complete["run"]["facets"]["lakefeed_job"]["applied"]
+    assert applied == {"unit": "resolved timestamp", "through": truth.resolved[2]}
 
     started = time.monotonic()
     result = dags_test(env, DAG)  # no new RESOLVED file: up to date at once, nothing planned, no Spark
@@ -79,6 +85,7 @@ def test_runs_no_new_resolved_growth_and_backfill(spark, tmp_path):
     report = xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoint")
     assert report["resolvedBefore"] == truth.resolved[2] and report["resolved"] == truth.resolved[-1]
     assert report["lagSeconds"] == 0 and report["lateFiles"] == truth.late_files
+    assert_run_lineage(env, DAG, [("file", str(tmp_path / "sink"))])
     assert_matches_truth(spark, tmp_path / "lake", truth)
 
     before = variable(env, "lakefeed_crdb_checkpoint")

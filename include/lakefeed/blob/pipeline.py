@@ -49,6 +49,7 @@ from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig
 from lakefeed.documents import to_document
 from lakefeed.errors import DataLossError, FeedError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
+from lakefeed.lineage import BLOB, JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import blob_request
 from lakefeed.targets import current_marks, verify_adoptable, verify_own_writes, verify_targets
@@ -317,6 +318,15 @@ def commit(
     return skeleton.finished(report, failed, len(batches), _time_text(after.watermark))
 
 
+def job_lineage(planned: BlobPlan) -> list[JobLineage]:
+    """What each batch reads (the feed) and writes (the events and state tables), from the plan."""
+    config = planned.config
+    lineage = JobLineage(
+        BLOB, config.checkpoint_variable, [config.feed_root], [config.events_table, config.state_table]
+    )
+    return [lineage] * len(planned.batches)
+
+
 STEPS: skeleton.FeedSteps[BlobPipelineConfig, BlobPlan] = skeleton.FeedSteps(
-    plan, commit, BlobPlan, planned_config, job_arguments
+    plan, commit, BlobPlan, planned_config, job_arguments, job_lineage
 )

@@ -7,8 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from lakefeed.blob.timegrid import HOUR
 from lakefeed.documents import counted, to_document, totals
+from lakefeed.lineage import Figures, JobLineage, JobOutcome, Written, counts_of, integer, total
 from lakefeed.pipeline import RunReport
+from lakefeed.times import format_time, parse_time
 
 
 @dataclass
@@ -67,3 +70,33 @@ class BlobRunReport(RunReport):
     data_loss_acknowledged: dict[str, Any] | None = None
     missing_shards: list[dict[str, str]] = field(default_factory=list)
     lag_hours: float | None = None
+
+
+def lineage_outcome(lineage: JobLineage, summary: dict[str, Any]) -> JobOutcome:
+    """What a batch applied, for lineage (:mod:`lakefeed.lineage`): its windows, the feed's chunk files read,
+    the events and state tables written."""
+    windows = [str(w) for w in summary.get("windows") or []]
+    applied: dict[str, Any] = {"unit": "hour window", "windows": windows}
+    if windows:
+        applied.update({"from": windows[0], "until": format_time(parse_time(windows[-1]) + HOUR)})
+    written = Written(summary, lineage.account)
+    events, state = lineage.outputs[:2]
+    read = Figures(
+        lineage.inputs[0],
+        rows=integer(summary.get("recordsRead")),
+        size=integer(summary.get("bytesRead")),
+        files=integer(summary.get("chunkFiles")),
+    )
+    return JobOutcome(
+        applied,
+        counts_of(summary, RunSummary),
+        [read],
+        [
+            written(events, integer(summary.get("eventsInserted")), integer(summary.get("eventsBytesWritten"))),
+            written(
+                state,
+                total(summary.get("stateInserted"), summary.get("stateUpdated")),
+                integer(summary.get("stateBytesWritten")),
+            ),
+        ],
+    )

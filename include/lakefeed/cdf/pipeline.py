@@ -47,6 +47,7 @@ from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.documents import to_document
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
+from lakefeed.lineage import CDF, JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import cdf_request
 from lakefeed.targets import current_marks, rebuilt_after, verify_adoptable, verify_own_writes, verify_targets
@@ -335,6 +336,12 @@ def job_arguments(planned: CdfPlan) -> list[list[str]]:
     return arguments
 
 
+def job_lineage(planned: CdfPlan) -> list[JobLineage]:
+    """What each job reads (its pipeline's source table) and writes (its target), from the plan."""
+    pipelines = [planned.config.pipeline(job.pipeline) for job in planned.jobs]
+    return [JobLineage(CDF, p.checkpoint_variable, [p.source_table], [p.target_table]) for p in pipelines]
+
+
 def _belongs(summary: CdfSummary, job: CdfJob, pipeline: CdfPipeline) -> bool:
     """The summary is of this job: its range and mode, and the source and target the plan named."""
     from lakefeed.delta import table_location
@@ -540,6 +547,9 @@ class CdfFeed:
         the pipeline names its own)."""
         plan = skeleton.read_plan(CdfPlan, planned)
         return [plan.config.pipeline(job.pipeline).wasb_conn_id for job in plan.jobs]
+
+    def job_lineage(self, planned: skeleton.Plan) -> list[JobLineage]:
+        return job_lineage(skeleton.read_plan(CdfPlan, planned))
 
     def commit(
         self,

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakefeed.assets import FULL_REFRESH_MODE
 from lakefeed.documents import counted, optional, to_document, totals
+from lakefeed.lineage import Figures, JobLineage, JobOutcome, Written, counts_of, integer, total
 from lakefeed.pipeline import RunReport
 
 
@@ -69,3 +71,24 @@ class CdfRunReport(RunReport):
     """What a Delta CDF run's commit step reports (its XCom, the monitor's rows), per pipeline."""
 
     pipelines: dict[str, CdfPipelineReport] = field(default_factory=dict)
+
+
+def lineage_outcome(lineage: JobLineage, summary: dict[str, Any]) -> JobOutcome:
+    """What a job applied, for lineage (:mod:`lakefeed.lineage`): its source versions (read up to the last),
+    the target written (replaced by a full refresh)."""
+    mode = str(summary.get("mode") or "changes")
+    applied = {
+        "unit": "source version",
+        "from": summary.get("startingVersion"),
+        "through": summary.get("endingVersion"),
+        "mode": mode,
+        "scdType": summary.get("scdType", 1),
+    }
+    read = Figures(lineage.inputs[0], integer(summary.get("endingVersion")), rows=integer(summary.get("rowsRead")))
+    written = Written(summary, lineage.account)(
+        lineage.outputs[0],
+        total(summary.get("inserted"), summary.get("updated"), summary.get("deleted")),
+        integer(summary.get("bytesWritten")),
+        replaced=mode == FULL_REFRESH_MODE,
+    )
+    return JobOutcome(applied, counts_of(summary, CdfSummary), [read], [written])

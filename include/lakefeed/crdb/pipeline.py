@@ -40,6 +40,7 @@ from lakefeed.delta import table_location
 from lakefeed.documents import to_document
 from lakefeed.errors import WindowNotReadyError
 from lakefeed.ledger import AnnouncedSince, nothing_announced
+from lakefeed.lineage import COCKROACH, JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import crdb_request
 from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_own_writes, verify_targets
@@ -256,6 +257,15 @@ def commit(
     return skeleton.finished(report, failed, len(batches), after.resolved)
 
 
+def job_lineage(planned: CrdbPlan) -> list[JobLineage]:
+    """What each batch reads (the sink) and writes (a table per topic under the target root, which its
+    summary names, and the quarantine table), from the plan."""
+    config = planned.config
+    quarantine = [config.quarantine_table] if config.quarantine_table else []
+    lineage = JobLineage(COCKROACH, config.checkpoint_variable, [config.sink_root], quarantine, config.target_root)
+    return [lineage] * len(planned.batches)
+
+
 STEPS: skeleton.FeedSteps[CrdbConfig, CrdbPlan] = skeleton.FeedSteps(
-    plan, commit, CrdbPlan, planned_config, job_arguments
+    plan, commit, CrdbPlan, planned_config, job_arguments, job_lineage
 )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakefeed.documents import counted, to_document, totals
+from lakefeed.lineage import Figures, JobLineage, JobOutcome, Written, counts_of, integer, total
 from lakefeed.pipeline import RunReport
 
 
@@ -72,3 +73,32 @@ class CrdbRunReport(RunReport):
     newest_resolved: str | None
     checkpoint_moved: bool
     lag_seconds: float | None = None
+
+
+def lineage_outcome(lineage: JobLineage, summary: dict[str, Any]) -> JobOutcome:
+    """What a batch applied, for lineage (:mod:`lakefeed.lineage`): its RESOLVED span, the sink files read,
+    a table per topic under the target root and the quarantine table written."""
+    applied = {
+        "unit": "resolved timestamp",
+        "after": summary.get("afterResolved"),
+        "through": summary.get("throughResolved"),
+    }
+    read = Figures(
+        lineage.inputs[0],
+        rows=integer(summary.get("messagesRead")),
+        size=integer(summary.get("bytesRead")),
+        files=integer(summary.get("files")),
+    )
+    written = Written(summary, lineage.account)
+    root = str(summary.get("targetRoot") or lineage.target_root or "").rstrip("/")
+    topics = summary.get("topics") or {}
+    outputs = [
+        written(
+            f"{root}/{topic}",
+            total(figures.get("inserted"), figures.get("updated"), figures.get("deleted")),
+            integer(figures.get("bytesWritten")),
+        )
+        for topic, figures in sorted(topics.items())
+        if isinstance(figures, dict)
+    ]
+    return JobOutcome(applied, counts_of(summary, CrdbSummary), [read], outputs + [written(o) for o in lineage.outputs])
