@@ -106,7 +106,14 @@ def test_backfill_first_then_scheduled_runs_no_new_data_growth_backfill_and_a_dr
     # OpenLineage: the job read the feed and wrote both tables (lakefeed_airflow.lineage).
     [complete] = assert_run_lineage(env, DAG, [("file", str(base / "feed"))]).values()
     assert [d["name"] for d in complete["outputs"]] == [config["events_table"], config["state_table"]]
-    assert complete["run"]["facets"]["lakefeed_job"]["applied"]["windows"] == [format_time(SPEC.start - HOUR)]
+    [summary] = job_summaries(env, DAG)
+    applied = complete["run"]["facets"]["lakefeed_job"]["applied"]
+    assert applied == {
+        "unit": "hour window",
+        "windows": summary["windows"],
+        "from": format_time(SPEC.start - HOUR),
+        "until": format_time(SPEC.last_consumable),
+    }
     before = tables(spark, config)
 
     # 2. No new data: the sensor gives up, nothing is planned, nothing changes.
@@ -188,7 +195,9 @@ def test_bad_input_fails_its_batches_at_once_and_a_fixed_feed_resumes(spark, pip
     [failed] = [
         e
         for e in lineage_events(env, run_id)
-        if e["eventType"] == "FAIL" and e["run"]["facets"]["airflow"]["taskInstance"]["map_index"] == 1
+        if e["eventType"] == "FAIL"
+        and e["job"]["name"] == f"{DAG}.ingest_windows"
+        and e["run"]["facets"]["airflow"]["taskInstance"]["map_index"] == 1
     ]
     assert [d["name"] for d in failed["inputs"]] == [str(base / "feed")]
     assert [d["name"] for d in failed["outputs"]] == [config["events_table"], config["state_table"]]
