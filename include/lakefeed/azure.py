@@ -64,9 +64,9 @@ def credential_env(
         return {CONNECTION_STRING: connection_string}
     account = login or _account_from_host(host)
     tenant_id = field("tenant_id")
-    if tenant_id:
+    if tenant_id:  # a service principal: login is its client id, the account is the host's
         return {
-            ACCOUNT_NAME: account,
+            ACCOUNT_NAME: _account_from_host(host) or login or "",
             TENANT_ID: tenant_id,
             CLIENT_ID: login or "",
             CLIENT_SECRET: password or "",

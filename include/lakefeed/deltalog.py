@@ -112,6 +112,12 @@ class DeltaLog:
             if "metaData" in action
         ]
 
+    def properties(self) -> dict[str, str] | None:
+        """The table's properties as of its latest version; None when there is no Delta table at the root."""
+        if self.latest_version() is None:
+            return None
+        return dict(self.table_state()[0])
+
     def table_state(self, version: int | None = None) -> tuple[dict[str, str], list[dict[str, Any]]]:
         """Table properties and schema fields as of ``version``, default the latest (delta-rs reads
         checkpoints for us)."""

@@ -11,7 +11,9 @@ one per Delta table root or feed folder, whatever spelling the configuration use
 - a local path or ``file:`` URL: namespace ``file``, name the absolute path;
 - Azure storage (``az://``, ``abfs[s]://``, ``wasb[s]://``): namespace
   ``abfss://<container>@<account>.dfs.core.windows.net`` (the account from the URL, else the one the
-  connection names), name the path in the container (``/`` at its root);
+  connection names; ``abfss://<container>`` when neither does), name the path in the container (``/`` at
+  its root). A ``wasb[s]://`` URL is named as its ``abfss://`` form too, on purpose: the spec's ``wasbs``
+  namespace would make one table two datasets, as the jobs open every form through the same account;
 - any other URL: namespace ``<scheme>://<authority>``, name the path (``/`` at its root).
 
 A query string (a SAS token) is never part of a name.
@@ -53,7 +55,10 @@ def dataset_ref(location: str, account: str | None = None) -> DatasetRef:
     if parts.scheme in ("", "file") or os.path.isabs(location):
         path = unquote(parts.path) if parts.scheme == "file" else location
         return DatasetRef("file", os.path.abspath(path).rstrip("/") or "/")
-    return DatasetRef(f"{parts.scheme}://{parts.netloc}", unquote(parts.path).strip("/") or "/")
+    authority = parts.hostname or ""  # never a user or password the URL may carry
+    if parts.port:
+        authority += f":{parts.port}"
+    return DatasetRef(f"{parts.scheme}://{authority}", unquote(parts.path).strip("/") or "/")
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,7 @@ class JobLineage:
     which its summary names."""
 
     feed: str  # blob, cdf or cockroach
-    pipeline: str  # the pipeline's id: its checkpoint Variable (a CDF pipeline: its name)
+    pipeline: str  # the pipeline's id: its checkpoint Variable
     inputs: list[str]
     outputs: list[str]
     target_root: str | None = None
@@ -105,12 +110,19 @@ def needs_account(locations: list[str]) -> bool:
     return any(is_azure_url(location) and not azure_location(location).account for location in locations)
 
 
-def account_lookup(lineages: list[JobLineage]) -> dict[str, str]:
-    """The storage account of each Azure container the jobs named without one (by their connection's)."""
-    from lakefeed.azure import azure_location, is_azure_url
+def _container_path(location: str) -> tuple[str, str]:
+    from lakefeed.azure import azure_location
+
+    where = azure_location(location)
+    return where.container, where.prefix
+
+
+def account_lookup(lineages: list[JobLineage]) -> dict[tuple[str, str], str]:
+    """The storage account of each Azure location the jobs named, by ``(container, path)``: their connection's."""
+    from lakefeed.azure import is_azure_url
 
     return {
-        azure_location(location).container: lineage.account
+        _container_path(location): lineage.account
         for lineage in lineages
         if lineage.account
         for location in lineage.locations
@@ -118,11 +130,22 @@ def account_lookup(lineages: list[JobLineage]) -> dict[str, str]:
     }
 
 
-def ref_in(accounts: dict[str, str], location: str) -> DatasetRef:
-    """The identity of ``location``, an account-less Azure URL taking its container's account from ``accounts``."""
-    from lakefeed.azure import azure_location, is_azure_url
+def ref_in(accounts: dict[tuple[str, str], str], location: str) -> DatasetRef:
+    """The identity of ``location``; an account-less Azure URL takes the account of the location the jobs named
+    that holds it (the longest such), else of its container when the jobs named it with one account only."""
+    from lakefeed.azure import is_azure_url
 
-    return dataset_ref(location, accounts.get(azure_location(location).container) if is_azure_url(location) else None)
+    if not is_azure_url(location):
+        return dataset_ref(location)
+    container, path = _container_path(location)
+    holders = [
+        (len(prefix), account)
+        for (named, prefix), account in accounts.items()
+        if named == container and (not prefix or path == prefix or path.startswith(prefix + "/"))
+    ]
+    in_container = {account for (named, _), account in accounts.items() if named == container}
+    account = max(holders)[1] if holders else (next(iter(in_container)) if len(in_container) == 1 else None)
+    return dataset_ref(location, account)
 
 
 @dataclass(frozen=True)

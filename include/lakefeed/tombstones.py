@@ -44,10 +44,7 @@ def retention(hours: float, where: str = "--tombstone-retention-hours") -> timed
 
 def horizon(table: str) -> str | None:
     """The newest tombstone retention removed from ``table`` (its log; None: none yet, or no table)."""
-    table_log = DeltaLog(Store(table))
-    if table_log.latest_version() is None:
-        return None
-    return table_log.table_state()[0].get(HORIZON)
+    return (DeltaLog(Store(table)).properties() or {}).get(HORIZON)
 
 
 def check_horizon(table: str, end: str, before: Callable[[str, str], bool], what: str) -> None:

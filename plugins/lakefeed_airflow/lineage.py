@@ -9,8 +9,8 @@ configured (``[openlineage] transport``; none: nothing is sent and nothing is lo
   on completion, from the job's summary, the Delta version each commit made, rows and bytes read and
   written (``inputStatistics``/``outputStatistics``), a full refresh as an ``OVERWRITE`` lifecycle change,
   and the run facet ``lakefeed_job``: the range applied and the job's counts;
-- for each commit step (:func:`emit_run_lineage`): one more event naming the targets whose changes the
-  run announced (their newest version and the rows inserted, updated and deleted) with the run facet
+- for each commit step that announced a change (:func:`emit_run_lineage`): one more event naming the
+  targets whose changes the run announced (their newest version and the rows inserted, updated and deleted) with the run facet
   ``lakefeed_run``: the run's kind and its report's figures (checkpoint before and after, totals).
 
 Datasets are named as :func:`lakefeed.lineage.dataset_ref` names them. The facets' schemas are in
@@ -20,6 +20,7 @@ Datasets are named as :func:`lakefeed.lineage.dataset_ref` names them. The facet
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -169,7 +170,7 @@ def _figures(report: dict[str, Any]) -> dict[str, Any]:
     return figures
 
 
-def run_lineage(report: dict[str, Any], accounts: dict[str, str]) -> tuple[list[Any], dict[str, Any]]:
+def run_lineage(report: dict[str, Any], accounts: dict[tuple[str, str], str]) -> tuple[list[Any], dict[str, Any]]:
     """The outputs (the targets whose changes the run announced) and run facets of a commit step's report;
     ``accounts``: :func:`lakefeed.lineage.account_lookup` of the run's jobs."""
     outputs = []
@@ -185,16 +186,16 @@ def run_lineage(report: dict[str, Any], accounts: dict[str, str]) -> tuple[list[
 
 def emit_run_lineage(task_instance: Any, report: dict[str, Any], lineages: list[JobLineage]) -> None:
     """Send the commit step's lineage (:func:`run_lineage`) as an event of its task, when OpenLineage is on."""
-    from airflow.providers.openlineage.api import emit_dataset_lineage, is_openlineage_active
+    try:  # after the checkpoint moved: lineage never fails the step (a bad transport setting neither)
+        from airflow.providers.openlineage.api import emit_dataset_lineage, is_openlineage_active
 
-    if not is_openlineage_active():
-        return
-    try:  # after the checkpoint moved: lineage never fails the step
+        if not is_openlineage_active():
+            return
         outputs, facets = run_lineage(report, account_lookup(lineages))
+        if outputs:  # an event names at least one dataset: a run that changed no target sends none
+            emit_dataset_lineage(outputs=outputs, additional_run_facets=facets, task_instance=task_instance)
     except Exception:
-        log.exception("no OpenLineage event for this commit step: its report could not be read as lineage")
-        return
-    emit_dataset_lineage(outputs=outputs, additional_run_facets=facets, task_instance=task_instance)
+        log.exception("no OpenLineage event for this commit step")
 
 
 def storage_account(wasb_conn_id: str | None) -> str | None:
@@ -207,15 +208,22 @@ def storage_account(wasb_conn_id: str | None) -> str | None:
     return credential_account(connection_credentials(wasb_conn_id))
 
 
-def planned_lineage(lineages: list[JobLineage], connections: list[str | None]) -> list[dict[str, Any]]:
-    """Each job's declared lineage as its task gets it: with its connection's storage account when one of its
-    Azure URLs names none (read once per connection)."""
-    accounts: dict[str | None, str | None] = {}
-    documents = []
-    for lineage, connection in zip(lineages, connections, strict=True):
-        if needs_account(lineage.locations):
-            if connection not in accounts:
-                accounts[connection] = storage_account(connection)
-            lineage = lineage.with_account(accounts[connection])
-        documents.append(lineage.to_dict())
-    return documents
+def planned_lineage(
+    lineages: Callable[[], list[JobLineage]], connections: list[str | None]
+) -> list[dict[str, Any] | None]:
+    """Each job's declared lineage (``lineages()``) as its task gets it: with its connection's storage account
+    when one of its Azure URLs names none (read once per connection). Never raises: a job whose lineage
+    cannot be declared gets None (its task then sends the provider's events without datasets)."""
+    try:
+        accounts: dict[str | None, str | None] = {}
+        documents: list[dict[str, Any] | None] = []
+        for lineage, connection in zip(lineages(), connections, strict=True):
+            if needs_account(lineage.locations):
+                if connection not in accounts:
+                    accounts[connection] = storage_account(connection)
+                lineage = lineage.with_account(accounts[connection])
+            documents.append(lineage.to_dict())
+        return documents
+    except Exception:
+        log.exception("the jobs of this run declare no lineage")
+        return [None] * len(connections)

@@ -192,7 +192,11 @@ class LakefeedSparkSubmitOperator(SparkSubmitOperator):
         from lakefeed.lineage import JobLineage
         from lakefeed_airflow.lineage import completed_lineage
 
-        return completed_lineage(JobLineage.from_dict(self.lineage), self._summary)
+        try:
+            return completed_lineage(JobLineage.from_dict(self.lineage), self._summary)
+        except Exception:  # a summary lineage cannot read: the declared datasets all the same
+            self.log.exception("the job's summary gives no lineage; its declared datasets are sent")
+            return self.get_openlineage_facets_on_start()
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
         """The declared datasets (the provider adds the error)."""

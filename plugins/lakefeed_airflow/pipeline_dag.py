@@ -114,7 +114,7 @@ def wire_pipeline(
 
         arguments = feed.job_arguments(planned)
         connections = feed.job_connections(planned)
-        lineage = planned_lineage(feed.job_lineage(planned), connections)
+        lineage = planned_lineage(lambda: feed.job_lineage(planned), connections)
         return [
             {"application_args": args, "wasb_conn_id": connection or "", "lineage": declared}
             for args, connection, declared in zip(arguments, connections, lineage, strict=True)

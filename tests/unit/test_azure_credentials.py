@@ -42,6 +42,7 @@ def test_sas_token_and_service_principal():
         login="app-id", password="s3cret", host="https://acct.blob.core.windows.net", extra={"tenant_id": "t"}
     )
     assert env["AZURE_STORAGE_TENANT_ID"] == "t" and env["AZURE_STORAGE_CLIENT_SECRET"] == "s3cret"
+    assert env[ACCOUNT_NAME] == "acct" and env["AZURE_STORAGE_CLIENT_ID"] == "app-id"  # not the client id
 
 
 def test_a_sas_token_on_a_custom_endpoint_travels_in_a_connection_string():

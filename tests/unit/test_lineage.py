@@ -51,6 +51,7 @@ def test_local_paths_and_file_urls_are_absolute_paths_in_the_file_namespace(tmp_
     assert dataset_ref("file:///data/lake%20dir/events") == DatasetRef("file", "/data/lake dir/events")
     assert dataset_ref("file:/data/lake/events") == DatasetRef("file", "/data/lake/events")  # Spark's spelling
     assert dataset_ref("s3://bucket/lake/events") == DatasetRef("s3://bucket", "lake/events")
+    assert dataset_ref("https://user:pw@host:8443/lake") == DatasetRef("https://host:8443", "lake")
 
 
 def test_a_job_lineage_survives_its_xcom_document():
@@ -59,11 +60,24 @@ def test_a_job_lineage_survives_its_xcom_document():
     assert lineage.locations == ["/sink", "/lake/_quarantine", "/lake"]
 
 
-def test_containers_named_without_an_account_take_the_account_of_the_job_that_named_them():
-    jobs = [JobLineage(CDF, "a", ["az://src/t"], ["az://lake/t"], account="one"), JobLineage(CDF, "b", ["/s"], ["/t"])]
+def test_locations_named_without_an_account_take_the_account_of_the_job_that_named_them():
+    jobs = [
+        JobLineage(CDF, "a", ["az://src/t"], ["az://lake/one/t"], account="one"),
+        JobLineage(CDF, "b", ["az://src/u"], ["az://lake/two/t"], account="two"),  # the same container names
+        JobLineage(COCKROACH, "c", ["az://sink/s"], [], "az://lake/crdb", account="three"),
+        JobLineage(CDF, "d", ["/s"], ["/t"]),
+    ]
     accounts = account_lookup(jobs)
-    assert accounts == {"src": "one", "lake": "one"}
-    assert ref_in(accounts, "az://lake/t") == DatasetRef("abfss://lake@one.dfs.core.windows.net", "t")
+
+    def account(location: str) -> str:
+        return ref_in(accounts, location).namespace
+
+    assert account("az://lake/one/t") == "abfss://lake@one.dfs.core.windows.net"
+    assert account("az://lake/two/t") == "abfss://lake@two.dfs.core.windows.net"
+    assert account("az://lake/crdb/orders") == "abfss://lake@three.dfs.core.windows.net"  # a topic under its root
+    assert account("az://sink/s") == "abfss://sink@three.dfs.core.windows.net"
+    assert account("az://lake/other") == "abfss://lake"  # three accounts name the container: none is guessed
+    assert account("az://sink/other") == "abfss://sink@three.dfs.core.windows.net"  # one account names it
     assert ref_in(accounts, "/t") == DatasetRef("file", "/t")
 
 
@@ -120,7 +134,12 @@ def test_a_cockroach_batch_writes_a_table_per_topic_under_its_root_and_its_quara
         "bytesRead": 4000,
         "targetRoot": "/abs/lake",
         "topics": {"orders": {"inserted": 4, "updated": 1, "deleted": 2, "bytesWritten": 70}, "users": {}},
-        "commits": [{"table": "/abs/lake/orders", "version": 6}, {"table": "/q", "version": 1}],
+        "commits": [
+            {"table": "/abs/lake/orders", "version": 6},
+            {"table": "/q", "version": 1},
+            {"table": "file:/abs/lake/parts", "version": 3},  # tombstone retention only: no message of its own
+            {"table": "/abs/lake/_lakefeed_applied_files", "version": 4},  # the job's bookkeeping: not lineage
+        ],
     }
     outcome = crdb_outcome(lineage, summary)
     assert outcome.applied == {"unit": "resolved timestamp", "after": "1.0", "through": "2.0"}
@@ -129,4 +148,5 @@ def test_a_cockroach_batch_writes_a_table_per_topic_under_its_root_and_its_quara
         Figures("/abs/lake/orders", 6, 7, 70),
         Figures("/abs/lake/users", None, None, None),
         Figures("/q", 1),
+        Figures("/abs/lake/parts", 3),
     ]

@@ -138,10 +138,7 @@ def _check_target(
 
 def _target_properties(target: str) -> dict[str, str] | None:
     """The target's table properties from its log (no Spark job); None when there is no target yet."""
-    target_log = DeltaLog(Store(target))
-    if target_log.latest_version() is None:
-        return None
-    return dict(target_log.table_state()[0])
+    return DeltaLog(Store(target)).properties()
 
 
 def _target_base_version(target: str) -> int | None:

@@ -23,7 +23,9 @@ and ``__START_AT``, so nothing is added twice.
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -233,7 +235,4 @@ def _values(values: list[str]) -> Column:
 
 
 def _all(conditions: list[Column]) -> Column:
-    combined = conditions[0]
-    for condition in conditions[1:]:
-        combined = combined & condition
-    return combined
+    return functools.reduce(operator.and_, conditions)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakefeed.crdb import APPLIED_FILES_TABLE
 from lakefeed.documents import counted, to_document, totals
-from lakefeed.lineage import Figures, JobLineage, JobOutcome, Written, counts_of, integer, total
+from lakefeed.lineage import Figures, JobLineage, JobOutcome, Written, counts_of, dataset_ref, integer, total
 from lakefeed.pipeline import RunReport
 
 
@@ -101,4 +102,20 @@ def lineage_outcome(lineage: JobLineage, summary: dict[str, Any]) -> JobOutcome:
         for topic, figures in sorted(topics.items())
         if isinstance(figures, dict)
     ]
-    return JobOutcome(applied, counts_of(summary, CrdbSummary), [read], outputs + [written(o) for o in lineage.outputs])
+    outputs += [written(o) for o in lineage.outputs]  # the quarantine table
+    # Topic tables only tombstone retention changed (no message of theirs in this range): from its commits.
+    named = {dataset_ref(o.location, lineage.account) for o in outputs}
+    under = dataset_ref(root, lineage.account)
+    for commit in summary.get("commits") or []:
+        table = str(commit.get("table") or "") if isinstance(commit, dict) else ""
+        ref = dataset_ref(table, lineage.account) if table else None
+        if (
+            ref is not None
+            and ref not in named
+            and ref.namespace == under.namespace
+            and ref.name.rsplit("/", 1)[0] == under.name.rstrip("/")
+            and ref.name.rsplit("/", 1)[-1] != APPLIED_FILES_TABLE
+        ):
+            named.add(ref)
+            outputs.append(written(f"{root}/{ref.name.rsplit('/', 1)[-1]}"))
+    return JobOutcome(applied, counts_of(summary, CrdbSummary), [read], outputs)

@@ -75,15 +75,28 @@ def test_before_and_after_its_job_the_task_names_the_source_and_target():
     assert "abc" not in json.dumps(facet)  # commit tokens are not lineage
 
 
+def test_a_summary_lineage_cannot_read_still_gives_the_declared_datasets():
+    task = operator(lineage=JobLineage("blob", "cp", ["/feed"], ["/lake/e", "/lake/s"]).to_dict())
+    task._summary = {"windows": ["not a time"]}
+    done = task.get_openlineage_facets_on_complete(None)
+    assert [d.name for d in done.outputs] == ["/lake/e", "/lake/s"] and done.run_facets == {}
+
+
 def test_a_plan_without_account_less_azure_urls_reads_no_connection():
     jobs = [JobLineage(CDF, "cp", ["/src"], [f"{DFS}/t"])]
-    assert planned_lineage(jobs, ["a_connection_that_does_not_exist"]) == [jobs[0].to_dict()]
+    assert planned_lineage(lambda: jobs, ["a_connection_that_does_not_exist"]) == [jobs[0].to_dict()]
+
+
+def test_a_job_whose_lineage_cannot_be_declared_still_runs_without_it():
+    jobs = [JobLineage(CDF, "cp", ["/src"], ["az://lake/t"])]  # needs the account of a connection that is not there
+    assert planned_lineage(lambda: jobs, ["a_connection_that_does_not_exist"]) == [None]
 
 
 def test_a_commit_steps_lineage_names_the_targets_it_announced_with_their_versions():
     report = {
         "kind": "scheduled",
         "sparkSeconds": 3.5,
+        "inserted": 2,  # a run's totals stand in its report as keys of their own
         "pipelines": {"orders": {"appliedBefore": 4, "appliedVersion": 9, "versions": [[5, 9]]}},
         "targetsChanged": [
             {
@@ -93,11 +106,11 @@ def test_a_commit_steps_lineage_names_the_targets_it_announced_with_their_versio
             }
         ],
     }
-    outputs, facets = run_lineage(report, {"lake": "acct"})
+    outputs, facets = run_lineage(report, {("lake", "silver"): "acct"})
     [target] = [as_json(d) for d in outputs]
     assert (target["namespace"], target["name"]) == (DFS, "silver/orders")
     assert target["facets"]["version"]["datasetVersion"] == "11"
     assert target["outputFacets"]["outputStatistics"]["rowCount"] == 6
     run = as_json(facets["lakefeed_run"])
-    assert run["kind"] == "scheduled" and run["figures"]["sparkSeconds"] == 3.5
+    assert run["kind"] == "scheduled" and run["figures"]["sparkSeconds"] == 3.5 and run["figures"]["inserted"] == 2
     assert run["figures"]["pipelines"] == {"orders": {"appliedBefore": 4, "appliedVersion": 9}}
