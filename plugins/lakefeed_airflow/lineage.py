@@ -184,13 +184,15 @@ def run_lineage(report: dict[str, Any], accounts: dict[tuple[str, str], str]) ->
     return outputs, {RUN_FACET: facet}
 
 
-def emit_run_lineage(task_instance: Any, report: dict[str, Any], lineages: list[JobLineage]) -> None:
-    """Send the commit step's lineage (:func:`run_lineage`) as an event of its task, when OpenLineage is on."""
+def emit_run_lineage(task_instance: Any, report: dict[str, Any], declared: list[dict[str, Any] | None]) -> None:
+    """Send the commit step's lineage (:func:`run_lineage`) as an event of its task, when OpenLineage is on;
+    ``declared``: the jobs' lineage documents (:func:`planned_lineage`), for the accounts of ``az://`` URLs."""
     try:  # after the checkpoint moved: lineage never fails the step (a bad transport setting neither)
         from airflow.providers.openlineage.api import emit_dataset_lineage, is_openlineage_active
 
         if not is_openlineage_active():
             return
+        lineages = [JobLineage.from_dict(document) for document in declared if document]
         outputs, facets = run_lineage(report, account_lookup(lineages))
         if outputs:  # an event names at least one dataset: a run that changed no target sends none
             emit_dataset_lineage(outputs=outputs, additional_run_facets=facets, task_instance=task_instance)

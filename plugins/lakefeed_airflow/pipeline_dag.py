@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from types import ModuleType
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator, get_current_context, task
@@ -72,6 +73,15 @@ def recorded_events(alias_events: Callable[[], Any]) -> AnnouncedSince:
     return announced_since
 
 
+def _lineage() -> ModuleType | None:
+    """:mod:`lakefeed_airflow.lineage`, or None where Airflow's OpenLineage provider is not installed (no lineage)."""
+    try:
+        from lakefeed_airflow import lineage
+    except ImportError:
+        return None
+    return lineage
+
+
 def wire_pipeline(
     *,
     sensor: BaseOperator,
@@ -110,11 +120,14 @@ def wire_pipeline(
     def spark_arguments(planned: dict) -> list[dict]:
         """One submission per job: its ``application_args``, the ``wasb`` connection it runs with and the
         datasets it reads and writes (its lineage)."""
-        from lakefeed_airflow.lineage import planned_lineage
-
         arguments = feed.job_arguments(planned)
         connections = feed.job_connections(planned)
-        lineage = planned_lineage(lambda: feed.job_lineage(planned), connections)
+        lineage_module = _lineage()
+        lineage = (
+            lineage_module.planned_lineage(lambda: feed.job_lineage(planned), connections)
+            if lineage_module
+            else [None] * len(connections)
+        )
         return [
             {"application_args": args, "wasb_conn_id": connection or "", "lineage": declared}
             for args, connection, declared in zip(arguments, connections, lineage, strict=True)
@@ -132,8 +145,6 @@ def wire_pipeline(
         pool=CHECKPOINT_POOL,
     )
     def commit_task(ti=None, run_id=None, outlet_events=None, inlet_events=None) -> dict:
-        from lakefeed.lineage import JobLineage
-        from lakefeed_airflow.lineage import emit_run_lineage
         from lakefeed_airflow.turns import Registers, turn
 
         planned = planned_or_skip(ti, plan_task_id)
@@ -142,7 +153,9 @@ def wire_pipeline(
         with refusals_fail_the_task(), summary_kept_on_failure(ti), turn(Registers(ti, commit_task_id), run_id):
             report = feed.commit(planned, outputs, run_id, recorded_events(lambda: inlet_events[alias]))
         emit_asset_events(outlet_events[alias], report)
-        emit_run_lineage(ti, report, [JobLineage.from_dict(s["lineage"]) for s in submissions if s.get("lineage")])
+        lineage_module = _lineage()
+        if lineage_module:
+            lineage_module.emit_run_lineage(ti, report, [s.get("lineage") for s in submissions])
         return report
 
     planned = plan_task()
