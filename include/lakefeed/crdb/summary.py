@@ -106,16 +106,9 @@ def lineage_outcome(lineage: JobLineage, summary: dict[str, Any]) -> JobOutcome:
     # Topic tables only tombstone retention changed (no message of theirs in this range): from its commits.
     named = {dataset_ref(o.location, lineage.account) for o in outputs}
     under = dataset_ref(root, lineage.account)
-    for commit in summary.get("commits") or []:
-        table = str(commit.get("table") or "") if isinstance(commit, dict) else ""
-        ref = dataset_ref(table, lineage.account) if table else None
-        if (
-            ref is not None
-            and ref not in named
-            and ref.namespace == under.namespace
-            and ref.name.rsplit("/", 1)[0] == under.name.rstrip("/")
-            and ref.name.rsplit("/", 1)[-1] != APPLIED_FILES_TABLE
-        ):
-            named.add(ref)
-            outputs.append(written(f"{root}/{ref.name.rsplit('/', 1)[-1]}"))
+    for ref in written.versions:
+        folder, _, table = ref.name.rpartition("/")
+        under_root = ref.namespace == under.namespace and folder == under.name.rstrip("/")
+        if under_root and ref not in named and table != APPLIED_FILES_TABLE:
+            outputs.append(written(f"{root}/{table}"))
     return JobOutcome(applied, counts_of(summary, CrdbSummary), [read], outputs)
