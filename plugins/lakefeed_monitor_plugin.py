@@ -3,7 +3,9 @@
 Its FastAPI app (``/lakefeed``, :mod:`lakefeed_airflow.monitor_app`) serves a JSON API and the page; the
 external view embeds the page in the UI's navigation at ``/plugin/lakefeed``. Its root middleware
 (:mod:`lakefeed_airflow.trigger_check`) refuses a trigger of a lakefeed DAG whose params make no request the
-plan could serve, in a sentence, before the run exists.
+plan could serve, in a sentence, before the run exists. When the scheduler, the api-server, the
+dag-processor or the triggerer loads it, it creates the pipelines' pools if they are missing
+(:mod:`lakefeed_airflow.pools`), so no deployment stalls on a task whose pool does not exist.
 """
 
 from __future__ import annotations
@@ -44,3 +46,9 @@ class LakefeedMonitorPlugin(AirflowPlugin):
             "url_route": "lakefeed",
         }
     ]
+
+    @classmethod
+    def on_load(cls, *args, **kwargs) -> None:
+        from lakefeed_airflow.pools import ensure_pools_at_start
+
+        ensure_pools_at_start()

@@ -138,6 +138,7 @@ def main() -> int:
     os.environ["LAKEFEED_DATA"] = str(data)  # the pipelines' embedded defaults point under it
     from lakefeed_testing.blob_generator import FeedSpec, generate_feed
     from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
+    from lakefeed_testing.demo_data import expected_targets
 
     for folder in ("feed", "lake", "cdf", "crdb_sink", "runs", "cdf_runs", "crdb_runs", "logs"):
         shutil.rmtree(data / folder, ignore_errors=True)
@@ -176,12 +177,7 @@ def main() -> int:
         step.done("success")
         print(f"      {describe(dag_id, report)}")
 
-    windows = truth.ready_windows()
-    expected = {
-        "events": [e.id for e in truth.claimed(windows)],
-        "state": {subject: e.id for subject, e in truth.state(windows).items()},
-        "crdb": {topic: sorted(sink.live(topic)) for topic in ("customers", "orders")},
-    }
+    expected = expected_targets(truth, sink)
     (logs / "expected.json").write_text(json.dumps(expected))
     step = Step(5, 5, "check every target against the generated ground truth")
     log = logs / "check.log"

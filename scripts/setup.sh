@@ -21,11 +21,11 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 stamp="$VENV/.installed"
-if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ requirements-dev.txt -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: creating $VENV and installing pinned requirements (first time: a few minutes)"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -r requirements.txt -c constraints.txt
+  "$VENV/bin/pip" install -q -r requirements-dev.txt -c constraints.txt
   "$VENV/bin/pip" install -q -e . -c constraints.txt
   touch "$stamp"
 fi
@@ -54,16 +54,12 @@ with open(path, "w") as handle:
         handle.write(f"{key} {value}\n")
 PY
 
-# Airflow metadata (SQLite under .airflow/), the pool the Spark tasks run in and the one-slot pool of the
-# checkpoint writers (also added to a metadata database made before it existed).
+# Airflow metadata (SQLite under .airflow/) and the pipelines' pools (lakefeed_airflow.pools: created when
+# missing, kept as they are when present).
 source scripts/env.sh
 if [ ! -f "$AIRFLOW_HOME/airflow.db" ]; then
   echo "setup: initialising Airflow metadata in $AIRFLOW_HOME"
   airflow db migrate >/dev/null
-  airflow pools set lakefeed_spark 1 "spark-submit jobs of lakefeed pipelines" >/dev/null
 fi
-if ! "$VENV/bin/python" -c 'import sqlite3, sys; sys.exit(not sqlite3.connect(sys.argv[1]).execute(
-    "SELECT 1 FROM slot_pool WHERE pool = ?", ("lakefeed_checkpoints",)).fetchone())' "$AIRFLOW_HOME/airflow.db"; then
-  airflow pools set lakefeed_checkpoints 1 "lakefeed checkpoint writers (commit steps), one at a time" >/dev/null
-fi
+PYTHONPATH="$ROOT/plugins" "$VENV/bin/python" -m lakefeed_airflow.pools >/dev/null
 echo "setup: ready ($("$VENV/bin/python" --version), Spark conf at $SPARK_HOME/conf/spark-defaults.conf)"

@@ -76,6 +76,7 @@ if "LAKEFEED_JARS_DIR" not in os.environ:
 # file starting when everything else is done (xdist's default order, by test count, does just that:
 # it puts these one- to four-test files last).
 LONGEST_FIRST = (  # measured in a CI rehearsal (seconds of the file, under load)
+    "tests/stack/test_docker_stack.py",  # builds the images, then the stack in Docker: start it first
     "tests/fullstack/test_multi_worker.py",  # ~600, one test: start it first
     "tests/integration/test_cdf_dag.py",  # ~1100
     "tests/integration/test_cdf_job.py",  # ~1100
@@ -97,7 +98,7 @@ def _weight(item: pytest.Item) -> tuple[int, int]:
     path = Path(str(item.fspath)).relative_to(ROOT).as_posix()
     if path in LONGEST_FIRST:
         return (0, LONGEST_FIRST.index(path))
-    return (1 if item.get_closest_marker("integration") or item.get_closest_marker("fullstack") else 2, 0)
+    return (1 if item.get_closest_marker("integration") else 2, 0)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

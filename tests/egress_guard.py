@@ -179,3 +179,30 @@ class EgressGuard:
             variables[name] = variables[name.lower()] = proxy
         variables["NO_PROXY"] = variables["no_proxy"] = no_proxy
         return variables
+
+
+def outside_guard(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` without what puts a process tree under a guard: for what a test runs as a deployment's
+    operator would, not as code under test (building images reaches PyPI, Debian and npm; the containers
+    it starts talk only on this machine's Docker network)."""
+    env = dict(environ)
+    for name in (EGRESS_LOG, "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        env.pop(name, None)
+        env.pop(name.lower(), None)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(SITECUSTOMIZE_DIR)]
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    else:
+        env.pop("PYTHONPATH", None)
+    java = [
+        option
+        for option in env.get("JAVA_TOOL_OPTIONS", "").split()
+        if not option.startswith(
+            ("-Dhttp.proxy", "-Dhttps.proxy", "-DsocksProxy", "-Dhttp.nonProxyHosts", "-DsocksNonProxyHosts")
+        )
+    ]
+    if java:
+        env["JAVA_TOOL_OPTIONS"] = " ".join(java)
+    else:
+        env.pop("JAVA_TOOL_OPTIONS", None)
+    return env

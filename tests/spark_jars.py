@@ -15,15 +15,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-PRINT_JARS = (
-    "from pyspark.sql import SparkSession\n"
-    "print('SPARK_JARS=' + SparkSession.builder.getOrCreate().sparkContext.getConf().get('spark.jars'))\n"
-)
+from lakefeed.spark import resolve_packages
 
 
 def spark_home_conf() -> Path:
@@ -45,20 +40,7 @@ def resolve_jars(packages: str, cache_root: Path) -> Path:
     links = list(folder.glob("*.jar")) if folder.is_dir() else []
     if links and all(link.exists() for link in links):
         return folder
-    with tempfile.TemporaryDirectory(prefix="lakefeed-jars-") as scratch:
-        script = Path(scratch) / "print_jars.py"
-        script.write_text(PRINT_JARS)
-        result = subprocess.run(
-            [str(Path(sys.executable).parent / "spark-submit"), "--packages", packages, str(script)],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            env={**os.environ, "SPARK_CONF_DIR": str(spark_home_conf())},
-        )
-    printed = [line for line in result.stdout.splitlines() if line.startswith("SPARK_JARS=")]
-    if result.returncode != 0 or not printed:
-        raise RuntimeError(f"could not resolve {packages} with spark-submit:\n{result.stderr[-3000:]}")
-    jars = [Path(uri.removeprefix("file:").removeprefix("//")) for uri in printed[0].split("=", 1)[1].split(",")]
+    jars = resolve_packages(packages)
     cache_root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{folder.name}-", dir=cache_root))
     for jar in jars:

@@ -151,6 +151,54 @@ def hadoop_azure_package() -> str:
     return f"org.apache.hadoop:hadoop-azure:{found[-1].name.removeprefix('hadoop-client-api-').removesuffix('.jar')}"
 
 
+def runtime_packages() -> str:
+    """Every Maven package the jobs need beside Spark itself: Delta Lake and hadoop-azure (comma-separated,
+    as ``--packages`` takes them)."""
+    return f"{delta_package()},{hadoop_azure_package()}"
+
+
+_PRINT_JARS = (
+    "from pyspark.sql import SparkSession\n"
+    "print('SPARK_JARS=' + SparkSession.builder.getOrCreate().sparkContext.getConf().get('spark.jars'))\n"
+)
+
+
+def resolve_packages(packages: str, ivy_dir: Path | None = None, timeout: float = 900) -> list[Path]:
+    """The jar files Spark's own resolver (Ivy, from Maven Central) picks for ``packages``: the classpath
+    ``--packages`` would give, as files an air-gapped deployment can ship in ``LAKEFEED_JARS_DIR``. Ivy
+    caches them under ``ivy_dir`` (default: Spark's, ``~/.ivy2.5.2``)."""
+    import subprocess
+    import sys
+
+    spark_home = Path(next(iter(_pyspark_locations())))
+    with tempfile.TemporaryDirectory(prefix="lakefeed-jars-") as scratch:
+        script = Path(scratch) / "print_jars.py"
+        script.write_text(_PRINT_JARS)
+        command = [str(spark_home / "bin" / "spark-submit"), "--packages", packages]
+        if ivy_dir is not None:
+            command += ["--conf", f"spark.jars.ivy={ivy_dir}"]
+        result = subprocess.run(
+            [*command, str(script)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            # Spark's own configuration folder: not a SPARK_CONF_DIR whose spark.jars would be added to these.
+            env={**os.environ, "SPARK_CONF_DIR": str(spark_home / "conf"), "PYSPARK_PYTHON": sys.executable},
+        )
+    printed = [line for line in result.stdout.splitlines() if line.startswith("SPARK_JARS=")]
+    if result.returncode != 0 or not printed:
+        raise RuntimeError(f"could not resolve {packages} with spark-submit:\n{result.stderr[-3000:]}")
+    return [Path(uri.removeprefix("file:").removeprefix("//")) for uri in printed[0].split("=", 1)[1].split(",")]
+
+
+def _pyspark_locations() -> list[str]:
+    from importlib.util import find_spec
+
+    spec = find_spec("pyspark")
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
 def stop_session(spark: SparkSession) -> None:
     """Stop the session, then close the JVM's Hadoop filesystems (hadoop-azure's ABFS releases its
     per-filesystem thread pools on close). Not every pool goes with them: what ends spark-submit's JVM

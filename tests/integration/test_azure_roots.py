@@ -2,7 +2,7 @@
 root, under a path, under a deep path, written ``az://``, ``abfss://`` or ``wasbs://``, is read the same
 through the ``wasb`` connection (sensor, planner) and through adlfs (the Spark executors); a sink root
 with nothing under it is refused naming it, never waited on into a green empty run. (Scheduled runs apply
-a sink at a container's root in tests/fullstack/test_multi_worker.py.) Delta tables on Azure are read
+a sink at a container's root in tests/stack/test_docker_stack.py.) Delta tables on Azure are read
 with the connection's credential only, in every connection form."""
 
 from __future__ import annotations
