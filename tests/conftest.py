@@ -77,7 +77,6 @@ if "LAKEFEED_JARS_DIR" not in os.environ:
 # it puts these one- to four-test files last).
 LONGEST_FIRST = (  # measured in a CI rehearsal (seconds of the file, under load)
     "tests/stack/test_docker_stack.py",  # builds the images, then the stack in Docker: start it first
-    "tests/fullstack/test_multi_worker.py",  # ~600, one test: start it first
     "tests/integration/test_cdf_dag.py",  # ~1100
     "tests/integration/test_cdf_job.py",  # ~1100
     "tests/integration/test_blob_dag.py",  # ~1000

@@ -4,7 +4,8 @@ A blob change feed, a CockroachDB cloud storage sink and a Delta source table wi
 generated with fixed seeds; the targets each DAG writes; and the check of those targets against the
 ground truth. :class:`DemoLayout` says where each lives: under a local folder (``make demo``) or in the
 containers of a storage account (the stack: the feed in ``$blobchangefeed``, the sink at the root of
-``changefeeds``, the CDF source and every Delta table under ``lake``).
+``changefeeds``, the CDF source and the blob and CDF tables under ``lake``, one CockroachDB table per
+topic at the root of ``crdb``).
 
     python -m lakefeed_testing.demo_data load --wasb-conn-id wasb_lake     # the stack's init (idempotent)
     python -m lakefeed_testing.demo_data check --wasb-conn-id wasb_lake    # every target against the truth
@@ -71,7 +72,7 @@ class DemoLayout:
             events_table="az://lake/blob/events",
             state_table="az://lake/blob/state",
             cdf_target="az://lake/cdf/target",
-            crdb_root="az://lake/crdb",
+            crdb_root="az://crdb",  # one table per topic at the root of a container
             expected="az://lake/demo/expected.json",
         )
 
