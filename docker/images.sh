@@ -96,6 +96,8 @@ else
 fi
 build lakefeed:local docker/Dockerfile "PYTHON_IMAGE=$python_image"
 rm -f docker/certs/*.crt
+# The images a rebuild replaced (untagged now), not kept: each rebuild would leave one behind.
+docker image prune -f --filter label=org.lakefeed.stack=true >/dev/null
 
 echo "export LAKEFEED_POSTGRES_IMAGE=$postgres_image"
 echo "export LAKEFEED_AZURITE_IMAGE=$azurite_image"

@@ -2,6 +2,7 @@
 # venv and pip, the CA certificates, and `python` on the PATH. Built by docker/images.sh where no image
 # registry is reachable, on the lakefeed/debian:bookworm base it makes with debootstrap.
 FROM lakefeed/debian:bookworm
+LABEL org.lakefeed.stack=true
 ENV LANG=C.UTF-8
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv python3-pip ca-certificates \
