@@ -9,9 +9,12 @@ Processes every hourly grid window in [window-start, window-end). A window T
 that is not ready (lastConsumable < T + 1h) is refused: exit code 2, nothing
 written. Bad input (corrupt Avro, malformed manifest, unknown schemaVersion)
 also exits 2 with a message naming the file; other failures exit 1. So does
-data loss: a shard folder of a segment read that holds no chunk file (its
-chunk files deleted by retention); --acknowledge-data-loss skips such shards
-and lists them in the summary's missingShards.
+data loss: a shard folder of a segment read that holds no chunk file where the
+evidence says retention may have deleted them (lakefeed.blob.shards: the
+account's retention, --change-feed-retention-days, or else an older segment
+that still holds all its chunk files); --acknowledge-data-loss skips such shards
+and lists them in the summary's missingShards. A shard the evidence says is
+empty is read as empty and counted (emptyShards, with shardVerdicts' reasons).
 --summary-json writes the run summary (counts, table versions) to a file
 (on exit 2, the reason to FILE's stem + ".refused.json").
 """
@@ -57,11 +60,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--acknowledge-data-loss",
         action="store_true",
         help="apply what remains when a segment read names shard folders holding no chunk file "
-        "(deleted by retention): skip them and list them in the summary's missingShards; "
+        "that retention may have emptied: skip them and list them in the summary's missingShards; "
         "without it such a run is refused (exit 2)",
+    )
+    parser.add_argument(
+        "--change-feed-retention-days",
+        type=_retention,
+        help="the account's change feed retention: a number of days, or 'unlimited'; tells an empty shard "
+        "from one retention emptied by the segment's age (without it, by the order retention deletes in)",
     )
     add_pipeline_id_argument(parser)
     return parser.parse_args(argv)
+
+
+def _retention(text: str):
+    if text == "unlimited":
+        return text
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"a number of days (at least 1) or 'unlimited', not {text!r}")
 
 
 def _time(text: str):
@@ -78,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         from lakefeed.blob.job import plan
 
         return plan(
-            args.feed_root, args.window_start, args.window_end, acknowledge_data_loss=args.acknowledge_data_loss
+            args.feed_root,
+            args.window_start,
+            args.window_end,
+            acknowledge_data_loss=args.acknowledge_data_loss,
+            retention_days=args.change_feed_retention_days,
         )
 
     def work(spark, run_plan):

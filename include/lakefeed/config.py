@@ -66,10 +66,18 @@ class BlobPipelineConfig(_Carried):
     spark_conf: dict[str, Any] | None = None  # extra --conf settings for spark-submit
     spark_job_timeout_minutes: float = 180.0  # a spark-submit running longer is killed (then retried)
     decoder: str = "auto"  # the job's --decoder: auto | python
+    # The account's change feed retention in days, or "unlimited"; None: not known (lakefeed.blob.shards).
+    change_feed_retention_days: int | str | None = None
 
     @classmethod
     def from_mapping(cls, overrides: dict[str, Any] | None, where: str = "config") -> BlobPipelineConfig:
         config = from_mapping(cls, overrides, where)
+        retention = config.change_feed_retention_days
+        if (isinstance(retention, int) and retention < 1) or (isinstance(retention, str) and retention != "unlimited"):
+            raise ConfigError(
+                f"{where}: change_feed_retention_days must be a number of days (at least 1) or "
+                f'"unlimited", not {retention!r}'
+            )
         if config.max_windows_per_run < 1 or config.windows_per_batch < 1:
             raise ConfigError(f"{where}: max_windows_per_run and windows_per_batch must be at least 1")
         _check_spark_settings(config.spark_conf, config.spark_job_timeout_minutes, where)
@@ -286,7 +294,12 @@ def _check_type(key: str, value: Any, declared: str, where: str) -> None:
         if not optional:
             raise ConfigError(f"{where}: {key} must not be null")
         return
-    base = declared.split("|")[0].split("[")[0].strip()  # "dict[str, Any] | None" -> "dict"
-    expected = _TYPES[base]
+    # "dict[str, Any] | None" -> ["dict"]; "int | str | None" -> ["int", "str"]
+    bases = [part.split("[")[0].strip() for part in declared.split("|") if part.strip() != "None"]
+    expected = tuple(kind for base in bases for kind in _as_tuple(_TYPES[base]))
     if isinstance(value, bool) or not isinstance(value, expected):
-        raise ConfigError(f"{where}: {key} must be {base}, got {value!r}")
+        raise ConfigError(f"{where}: {key} must be {' or '.join(bases)}, got {value!r}")
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)

@@ -53,7 +53,7 @@ class RunRow:
     failedBatches: list[dict[str, Any]] = field(default_factory=list)
     targetsChanged: list[dict[str, Any]] = field(default_factory=list)
     purpose: str = "pipeline"  # pipeline (moves the checkpoint) | backfill (re-applies a range it names)
-    outcome: str | None = None  # applied | up to date | refused | failed | running | queued
+    outcome: str | None = None  # applied | not ready | up to date | refused | failed | running | queued
     reason: dict[str, Any] | None = None  # a failed run's :class:`Explanation`, as a dict
 
     @property
@@ -106,13 +106,18 @@ def run_purpose(run_type: str, conf: dict[str, Any] | None, range_params: tuple[
 
 
 def outcome_of(state: str, reported: bool, skipped: bool, reason: Explanation | None) -> str:
-    """What became of a run, in a word: ``applied`` (its commit step reported), ``up to date`` (nothing new:
-    it was skipped), ``refused`` (stopped by a refusal: nothing was written), ``failed``, or Airflow's state
-    while it is not finished (``running``, ``queued``)."""
+    """What became of a run, in a word: ``applied`` (its commit step reported), ``not ready`` (skipped with
+    nothing applied: the range it names is not in the source yet, ``reason`` says why), ``up to date``
+    (nothing new: it was skipped), ``refused`` (stopped by a refusal: nothing was written), ``failed``, or
+    Airflow's state while it is not finished (``running``, ``queued``)."""
     if state == "failed":
         return "refused" if reason and reason.refused else "failed"
     if state == "success":
-        return "applied" if reported else "up to date" if skipped else "success"
+        if reported:
+            return "applied"
+        if skipped and reason is not None and reason.kind == "not ready":
+            return "not ready"
+        return "up to date" if skipped else "success"
     return state
 
 
@@ -254,7 +259,7 @@ def health(rows: list[RunRow]) -> dict[str, Any]:
     backfill = next((r for r in finished if r.purpose == "backfill"), None)
     counts = {
         outcome: sum(1 for r in rows if r.outcome == outcome)
-        for outcome in ("applied", "up to date", "refused", "failed", "running", "queued")
+        for outcome in ("applied", "not ready", "up to date", "refused", "failed", "running", "queued")
     }
     counts = {k: v for k, v in counts.items() if v}
     status = "no runs" if latest is None else "failing" if latest.state == "failed" else "healthy"

@@ -22,7 +22,7 @@ from lakefeed.monitor import (
     run_base,
     run_purpose,
 )
-from lakefeed_airflow.runs import FAILURE_KEY, REFUSAL_KEY
+from lakefeed_airflow.runs import FAILURE_KEY, NOT_READY_KEY, REFUSAL_KEY
 
 if TYPE_CHECKING:
     from lakefeed_airflow.feeds import Wired
@@ -63,7 +63,7 @@ def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, An
                 XComModel.dag_id == dag_id,
                 XComModel.run_id.in_(run_ids),
                 or_(
-                    XComModel.key.in_([FAILURE_KEY, REFUSAL_KEY]),
+                    XComModel.key.in_([FAILURE_KEY, REFUSAL_KEY, NOT_READY_KEY]),
                     and_(
                         XComModel.key == "return_value",
                         XComModel.task_id == facts.commit_task,
@@ -95,9 +95,12 @@ def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, An
         for r in runs:
             state = _text(r.state)
             reason = None
+            found = recorded.get(r.run_id, {})
             if state == "failed":
-                found = recorded.get(r.run_id, {})
                 task, text = (found.get(FAILURE_KEY) or found.get(REFUSAL_KEY) or [("", UNRECORDED)])[0]
+                reason = explain(task, text, facts.reset)
+            elif state == "success" and found.get(NOT_READY_KEY):
+                task, text = found[NOT_READY_KEY][0]  # skipped: its range is not in the source yet
                 reason = explain(task, text, facts.reset)
             base = run_base(
                 r.run_id,

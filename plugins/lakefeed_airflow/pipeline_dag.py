@@ -25,6 +25,7 @@ event names yet (:mod:`lakefeed.ledger`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import ModuleType
@@ -105,15 +106,20 @@ def wire_pipeline(
 
         from lakefeed.errors import WindowNotReadyError
         from lakefeed.pipeline import backfill_not_ready
-        from lakefeed_airflow.runs import run_context
+        from lakefeed_airflow.runs import NOT_READY_KEY, run_context
 
-        run = run_context(get_current_context())
+        context = get_current_context()
+        run = run_context(context)
         with refusals_fail_the_task():
             try:
                 return feed.plan(params or {}, run)
             except WindowNotReadyError as exc:
                 if run.is_airflow_backfill:
-                    raise AirflowSkipException(backfill_not_ready(run, exc)) from exc
+                    # Nothing applied, and not "up to date": said in the log, and kept for the monitor's row.
+                    reason = backfill_not_ready(run, exc)
+                    logging.getLogger(__name__).warning("%s", reason)
+                    context["ti"].xcom_push(key=NOT_READY_KEY, value={"error": f"{type(exc).__name__}: {reason}"})
+                    raise AirflowSkipException(reason) from exc
                 raise
 
     @task(task_id=ARGUMENTS_TASK_ID)

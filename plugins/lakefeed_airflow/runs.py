@@ -16,6 +16,9 @@ from lakefeed.pipeline import JobOutputs, RunContext
 
 REFUSAL_KEY = "refusal"  # XCom of a job task that refused: the reason (read by the commit step)
 FAILURE_KEY = "failure"  # XCom of any task that failed: {"error": "<ErrorClass>: message"} (shown by the monitor)
+# XCom of a plan that skipped its run because the range is not in the source yet: {"error": "<ErrorClass>: message"}
+# (the monitor shows the run as "not ready", with the reason, not as "up to date").
+NOT_READY_KEY = "not_ready"
 
 
 def run_context(context: Mapping[str, Any]) -> RunContext:

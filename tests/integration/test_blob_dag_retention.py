@@ -72,22 +72,32 @@ def test_segments_and_chunk_files_lost_to_retention_stop_the_pipeline_until_ackn
     assert report["dataLossAcknowledged"]["windows"] == [t(1), t(3)] and report["dataLossAcknowledged"]["certain"]
     assert report["watermark"] == t(3)
 
-    # Chunk files of shard 01 of the 04:10 segment gone, its manifest still there: the job refuses (exit 2,
-    # nothing written) naming the folder; before, it read the other shard and was green.
-    for chunk in (feed / "log" / "01").glob(f"{parse_time(t(4)):%Y/%m/%d/%H%M}/*.avro"):
-        chunk.unlink()
+    # Retention goes on with the feed's oldest segment now, 02:10: the chunk files of its shard 01 are gone, its
+    # manifest still there. Shard 01 of the 04:10 segment holds no chunk file either, but the 03:10 segment
+    # before it still holds all of its: retention deletes by age, so that one is an empty shard (an hour
+    # without events on it). The job refuses (exit 2, nothing written) naming the 02:10 folder only; before,
+    # it read the other shard and was green.
+    def empty_shard(hours: int) -> str:
+        return f"log/01/{parse_time(t(hours)):%Y/%m/%d/%H%M}/"
+
+    for hours in (2, 4):
+        for chunk in (feed / empty_shard(hours)).glob("*.avro"):
+            chunk.unlink()
     result = dags_test(env, DAG, succeed=False)
     report = xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoint")
-    assert "holding no chunk file" in report["batchesFailed"][0]["refused"]
+    refused = report["batchesFailed"][0]["refused"]
+    assert "holding no chunk file" in refused and "it is the feed's oldest segment" in refused
+    assert empty_shard(2) in refused and empty_shard(4) not in refused
     assert variable(env, "lakefeed_blob_checkpoint")["watermark"] == t(3)
 
     dags_test(env, DAG, {"acknowledge_data_loss": True})
     report = xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoint")
-    assert report["missingShards"] == [{"segment": t(4), "shard": f"log/01/{parse_time(t(4)):%Y/%m/%d/%H%M}/"}]
+    assert report["missingShards"] == [{"segment": t(2), "shard": empty_shard(2)}]
+    assert report["emptyShards"] == 1  # the jobs' counts, added up
     assert report["watermark"] == t(5)
 
     # Ground truth: nothing the feed still holds is missing, nothing is invented.
     events = events_by_id(spark, config)
     assert set(events) <= {e.id for e in truth.events}
-    kept = [e for e in truth.claimed([parse_time(t(3)), parse_time(t(4))]) if e.segment not in (t(0), t(1), t(4))]
+    kept = [e for e in truth.claimed([parse_time(t(3)), parse_time(t(4))]) if e.segment not in (t(0), t(1), t(2), t(4))]
     assert kept and {e.id for e in kept} <= set(events)

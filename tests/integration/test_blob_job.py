@@ -311,11 +311,12 @@ def test_spark_submit_contract_ingests_and_reports(feed, tmp_path):
 
 
 def test_spark_submit_refuses_a_shard_lost_to_retention_until_acknowledged(spark, feed, tmp_path):
-    """Retention deleted one shard's chunk files but not yet its segment manifest: the job exits 2 before Spark
-    starts, naming the manifest, the shard folder and the windows; acknowledged, it applies the rest."""
+    """Retention deleted one shard's chunk files of the feed's oldest segment but not yet its manifest: no older
+    segment proves otherwise, so the job exits 2 before Spark starts, naming the manifest, the shard folder,
+    why and the windows; acknowledged, it applies the rest."""
     root, truth = feed
     windows = truth.ready_windows()
-    lost_shard = "log/01/2026/01/01/0110/"
+    lost_shard = f"log/01/{SPEC.start:%Y/%m/%d/%H%M}/"  # the feed's oldest segment
     lost_ids = set()
     for chunk in sorted((root / lost_shard).glob("*.avro")):
         with chunk.open("rb") as handle:
@@ -342,8 +343,10 @@ def test_spark_submit_refuses_a_shard_lost_to_retention_until_acknowledged(spark
     assert refused.returncode == 2, refused.stderr[-3000:]
     reason = json.loads((tmp_path / "summary.refused.json").read_text())["error"]
     assert reason.startswith("DataLossError: ")
-    assert f"{root}/{segment_manifest_path(SPEC.start + HOUR)}" in reason and f"{root}/{lost_shard}" in reason
-    assert ", ".join(format_time(w) for w in windows[1:]) in reason and format_time(windows[0]) not in reason
+    assert f"{root}/{segment_manifest_path(SPEC.start)}" in reason and f"{root}/{lost_shard}" in reason
+    assert "it is the feed's oldest segment" in reason
+    # The oldest segment S feeds windows S-1h, S and S+1h.
+    assert ", ".join(format_time(w) for w in windows[:3]) in reason and format_time(windows[3]) not in reason
     assert "--acknowledge-data-loss" in reason
     assert not summary_file.exists()
     assert not (tmp_path / "events").exists() and not (tmp_path / "state").exists()
@@ -351,12 +354,57 @@ def test_spark_submit_refuses_a_shard_lost_to_retention_until_acknowledged(spark
     acknowledged = _spark_submit(*args, "--acknowledge-data-loss")
     assert acknowledged.returncode == 0, acknowledged.stderr[-3000:]
     summary = json.loads(summary_file.read_text())
-    assert summary["missingShards"] == [{"segment": format_time(SPEC.start + HOUR), "shard": lost_shard}]
+    assert summary["missingShards"] == [{"segment": format_time(SPEC.start), "shard": lost_shard}]
+    assert summary["emptyShards"] == 0 and [v["verdict"] for v in summary["shardVerdicts"]] == ["deleted"]
     expected = {e.id for e in truth.claimed(windows)} - lost_ids
     events = spark.read.format("delta").load(str(tmp_path / "events")).select("id", "segmentStart", "shard").collect()
     assert {r["id"] for r in events} == expected
     assert summary["eventsInserted"] == len(expected)
-    assert {r["shard"] for r in events if r["segmentStart"].hour == 1} == {"00"}
+    assert {r["shard"] for r in events if r["segmentStart"].hour == SPEC.start.hour} == {"00"}
+
+
+def test_spark_submit_reads_an_empty_shard_of_a_young_segment_as_empty_and_counts_it(spark, feed, tmp_path):
+    """A segment manifest names a shard folder holding no chunk file while an older segment still holds all
+    of its: retention deletes by age, so it has not reached this one; the shard had no events that hour (as
+    Azure's clients read it). The job applies the windows, counts the shard (emptyShards) and says why; with
+    the account's retention given and the segment older than it, the same shard is refused as a loss."""
+    root, truth = feed
+    windows = truth.ready_windows()
+    empty_shard = f"log/01/{SPEC.start + HOUR:%Y/%m/%d/%H%M}/"
+    gone = set()
+    for chunk in sorted((root / empty_shard).glob("*.avro")):
+        with chunk.open("rb") as handle:
+            gone.update(r["id"] for r in fastavro.reader(handle))
+        chunk.unlink()
+    summary_file = tmp_path / "summary.json"
+    args = [
+        "--feed-root",
+        str(root),
+        "--window-start",
+        format_time(windows[0]),
+        "--window-end",
+        format_time(windows[-1] + HOUR),
+        "--events-table",
+        str(tmp_path / "events"),
+        "--state-table",
+        str(tmp_path / "state"),
+        "--summary-json",
+        str(summary_file),
+    ]
+    aged = _spark_submit(*args, "--change-feed-retention-days", "7")  # the 2026-01-01 segment is older
+    assert aged.returncode == 2, aged.stderr[-3000:]
+    reason = json.loads((tmp_path / "summary.refused.json").read_text())["error"]
+    assert "past the account's change feed retention of 7 days" in reason and f"{root}/{empty_shard}" in reason
+
+    applied = _spark_submit(*args)
+    assert applied.returncode == 0, applied.stderr[-3000:]
+    summary = json.loads(summary_file.read_text())
+    assert summary["emptyShards"] == 1 and summary["missingShards"] == []
+    [verdict] = summary["shardVerdicts"]
+    assert verdict["shard"] == empty_shard and verdict["verdict"] == "empty"
+    assert f"an older segment, {format_time(SPEC.start)}, still holds all its chunk files" in verdict["reason"]
+    events = {r["id"] for r in spark.read.format("delta").load(str(tmp_path / "events")).select("id").collect()}
+    assert events == {e.id for e in truth.claimed(windows)} - gone
 
 
 def test_two_jobs_merging_the_same_tables_at_once_both_commit(spark, feed, tmp_path):

@@ -681,8 +681,9 @@ def test_the_cdf_and_cockroach_forms_start_a_backfill_at_once_while_a_scheduled_
 def test_airflow_backfill_mode_maps_hours_to_windows_and_skips_an_hour_not_ready(stack, ran):
     """Airflow's own Backfill (here through its REST API, as the UI's Backfill mode calls it) from 00:00 to
     01:00: its "To" date is inclusive, so it makes two hourly runs. The first re-applies window 00:10; the
-    second names window 01:10, which the feed has not made consumable: it ends skipped as not ready, green,
-    with the reason in its log, instead of failing."""
+    second names window 01:10, which the feed has not made consumable: it ends skipped, green, with the reason
+    in its log, instead of failing, and the monitor's row says "not ready" with that reason, not "up to
+    date"."""
     api, env = stack["api"], stack["env"]
     token = api.login()
     airflow(env, "dags", "unpause", BLOB)
@@ -715,7 +716,13 @@ def test_airflow_backfill_mode_maps_hours_to_windows_and_skips_an_hour_not_ready
         [card] = [c for c in api.call("/lakefeed/api/pipelines", token)[1]["pipelines"] if c["key"] == "blob"]
         outcomes = {r["runId"]: (r["outcome"], r["purpose"]) for r in card["runs"]}
         assert outcomes[done[0]["dag_run_id"]] == ("applied", "backfill")
-        assert outcomes[done[1]["dag_run_id"]] == ("up to date", "backfill")
+        # Not "up to date": nothing was applied, because the feed has not reached that hour. The row says so,
+        # with the reason the plan task logged and kept.
+        assert outcomes[done[1]["dag_run_id"]] == ("not ready", "backfill")
+        [row] = [r for r in card["runs"] if r["runId"] == done[1]["dag_run_id"]]
+        assert (row["reason"]["kind"], row["reason"]["task"]) == ("not ready", "plan_windows"), row["reason"]
+        assert "nothing applied" in row["reason"]["message"] and "lastConsumable is" in row["reason"]["message"]
+        assert "the scheduled runs ingest it once it is ready" in row["reason"]["message"]
     finally:
         airflow(env, "dags", "pause", BLOB)
 

@@ -1,6 +1,7 @@
 """Planning and checkpoint commit of the blob DAG, on a real generated feed, real summary files, real
 Delta logs (written by delta-rs) and the real compare-and-set store over a file cell."""
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -97,6 +98,24 @@ def test_first_plan_batches_every_ready_window_up_to_the_cap(config):
     ]
     # The summary location is the submit task's to choose (LakefeedSparkSubmitOperator), not the plan's.
     assert args[1][-4:] == ["--decoder", "auto", "--pipeline-id", "lakefeed_blob_checkpoint"]
+
+
+@pytest.mark.parametrize("retention", [7, "unlimited"])
+def test_the_accounts_change_feed_retention_reaches_every_job(config, retention):
+    configured = dataclasses.replace(config, change_feed_retention_days=retention)
+    planned = blob_pipeline.plan(configured, BlobCheckpoint(), {}, run())
+    for args in blob_pipeline.job_arguments(planned):
+        assert args[args.index("--change-feed-retention-days") + 1] == str(retention)
+    assert all(
+        "--change-feed-retention-days" not in a
+        for a in blob_pipeline.job_arguments(blob_pipeline.plan(config, BlobCheckpoint(), {}, run()))
+    )
+
+
+@pytest.mark.parametrize("value", [0, -3, "forever", "7", True, 1.5])
+def test_a_retention_that_is_not_days_or_unlimited_is_refused_naming_the_key(value):
+    with pytest.raises(ConfigError, match="change_feed_retention_days"):
+        BlobPipelineConfig.from_mapping({"change_feed_retention_days": value}, "lakefeed_blob_config")
 
 
 def test_plan_resumes_from_the_watermark_and_refuses_a_regressing_feed(config):

@@ -215,6 +215,10 @@ def test_outcomes_in_a_word():
     assert outcome_of("success", True, False, None) == "applied"
     assert outcome_of("success", False, True, None) == "up to date"
     assert outcome_of("running", False, False, None) == "running"
+    # Skipped because its range is not in the source yet: nothing applied, and said so, not "up to date".
+    not_ready = explain("plan_windows", "WindowNotReadyError: not ready yet, nothing applied: …", "r")
+    assert (not_ready.kind, not_ready.refused) == ("not ready", True)
+    assert outcome_of("success", False, True, not_ready) == "not ready"
 
 
 def _row(run_id, state, purpose="pipeline", text=None):

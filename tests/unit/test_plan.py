@@ -134,16 +134,23 @@ def test_plan_ready_windows_covers_the_whole_feed(tmp_path):
     assert plan_ready_windows(feed, after=utc(2026, 1, 1, 2, 10)) is None
 
 
-# Retention deletes a segment part by part: its manifest can still name a shard folder whose chunk files are gone.
-# That is data loss, refused unless acknowledged.
+# A shard folder a manifest names can hold no chunk file: an hour without events on that shard (the Azure SDKs
+# read it as empty), or chunk files retention deleted (oldest first, part by part). The plan tells them apart
+# from evidence (lakefeed.blob.shards): an empty shard is read as empty and counted; a loss is refused unless
+# acknowledged.
 LOST_SPEC = FeedSpec(hours=4, events_per_hour=60, shards=2, records_per_chunk=20, seed=5)
-LOST_SEGMENT = utc(2026, 1, 1, 1, 10)
-LOST_SHARD = "log/01/2026/01/01/0110/"
+OLDEST, YOUNGER = utc(2026, 1, 1, 0, 10), utc(2026, 1, 1, 1, 10)  # the feed's first two segments
+RANGE = (utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 2, 10))  # windows 23:10, 00:10, 01:10
+NOW = utc(2026, 11, 28, 12, 0)
 
 
-def _lose_shard(root, folder_too):
-    """Delete the chunk files of shard 01 of the 01:10 segment (and the folder itself, if ``folder_too``)."""
-    folder = root / LOST_SHARD
+def shard(segment: datetime, number: str = "01") -> str:
+    return f"log/{number}/{segment:%Y/%m/%d/%H%M}/"
+
+
+def _lose_shard(root, segment, folder_too=False):
+    """Delete the chunk files of shard 01 of ``segment`` (and the folder itself, if ``folder_too``)."""
+    folder = root / shard(segment)
     lost = sorted(folder.glob("*.avro"))
     assert lost
     for chunk in lost:
@@ -152,42 +159,89 @@ def _lose_shard(root, folder_too):
         folder.rmdir()
 
 
-@pytest.mark.parametrize("folder_too", [False, True], ids=["chunk files deleted", "shard folder deleted"])
-def test_plan_refuses_a_shard_folder_without_chunk_files_naming_it_and_the_windows(tmp_path, folder_too):
+def test_an_empty_shard_in_a_segment_younger_than_a_whole_one_is_read_as_empty_and_counted(tmp_path):
     generate_feed(tmp_path, LOST_SPEC)
-    _lose_shard(tmp_path, folder_too)
+    feed = ChangeFeed(Store(str(tmp_path)))
+    whole = plan_run(feed, *RANGE, now=NOW)
+    assert whole.describe()["emptyShards"] == 0 and whole.shard_verdicts == []
+    _lose_shard(tmp_path, YOUNGER)
+    plan = plan_run(feed, *RANGE, now=NOW)  # not refused: retention would have emptied 00:10 first
+    described = plan.describe()
+    assert described["emptyShards"] == 1 and described["missingShards"] == [] and plan.missing_shards == []
+    [verdict] = described["shardVerdicts"]
+    assert verdict["segment"] == "2026-01-01T01:10:00Z" and verdict["shard"] == shard(YOUNGER)
+    assert verdict["verdict"] == "empty"
+    assert "an older segment, 2026-01-01T00:10:00Z, still holds all its chunk files" in verdict["reason"]
+    assert plan.chunk_files == [c for c in whole.chunk_files if not c.path.startswith(shard(YOUNGER))]
+
+
+@pytest.mark.parametrize("folder_too", [False, True], ids=["chunk files deleted", "shard folder deleted"])
+def test_plan_refuses_a_shard_of_the_feeds_oldest_segment_naming_it_why_and_the_windows(tmp_path, folder_too):
+    generate_feed(tmp_path, LOST_SPEC)
+    _lose_shard(tmp_path, OLDEST, folder_too)
     feed = ChangeFeed(Store(str(tmp_path)))
     with pytest.raises(DataLossError) as refused:
-        plan_run(feed, utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 2, 10))
+        plan_run(feed, *RANGE, now=NOW)
     message = str(refused.value)
-    assert f"{tmp_path}/idx/segments/2026/01/01/0110/meta.json" in message
-    assert f"{tmp_path}/{LOST_SHARD}" in message
-    assert "log/00/2026/01/01/0110/" not in message  # its other shard is intact (a 0-byte chunk file is a chunk)
-    # The 01:10 segment feeds windows 00:10, 01:10 and 02:10; the run holds only the first two of them.
-    assert "2026-01-01T00:10:00Z, 2026-01-01T01:10:00Z" in message
-    assert "2026-01-01T02:10:00Z" not in message and "2025-12-31T23:10:00Z" not in message
+    assert f"{tmp_path}/idx/segments/2026/01/01/0010/meta.json" in message
+    assert f"{tmp_path}/{shard(OLDEST)}" in message
+    assert shard(OLDEST, "00") not in message  # its other shard is intact (a 0-byte chunk file is a chunk)
+    assert "it is the feed's oldest segment" in message
+    # The 00:10 segment feeds windows 23:10, 00:10 and 01:10, all of this run.
+    assert "may be missing events: 2025-12-31T23:10:00Z, 2026-01-01T00:10:00Z, 2026-01-01T01:10:00Z" in message
     assert message.endswith(
         "Nothing was written; re-run with --acknowledge-data-loss "
         "(the DAG param acknowledge_data_loss=true) to apply what remains."
     )
 
 
+def test_a_shard_is_lost_where_every_older_segment_looked_at_lost_files_too(tmp_path):
+    generate_feed(tmp_path, LOST_SPEC)
+    _lose_shard(tmp_path, OLDEST)
+    _lose_shard(tmp_path, YOUNGER)
+    plan = plan_run(ChangeFeed(Store(str(tmp_path))), *RANGE, acknowledge_data_loss=True, now=NOW)
+    reasons = {v.segment_start: v.reason for v in plan.shard_verdicts if v.deleted}
+    assert sorted(reasons) == [OLDEST, YOUNGER] and plan.describe()["emptyShards"] == 0
+    assert "none of the 1 older segment(s) looked at holds all its chunk files" in reasons[YOUNGER]
+
+
+def test_the_accounts_retention_decides_by_the_segments_age(tmp_path):
+    generate_feed(tmp_path, LOST_SPEC)
+    _lose_shard(tmp_path, YOUNGER)
+    feed = ChangeFeed(Store(str(tmp_path)))
+    # 7 days: the segment ended 331 days ago, so retention may have emptied it, older segments or not.
+    with pytest.raises(DataLossError, match=r"past the account's change feed retention of 7 days"):
+        plan_run(feed, *RANGE, retention_days=7, now=NOW)
+    # 400 days: within it, nothing of it can have been deleted.
+    within = plan_run(feed, *RANGE, retention_days=400, now=NOW)
+    assert within.describe()["emptyShards"] == 1 and "within the account's change feed retention of 400 days" in (
+        within.shard_verdicts[0].reason
+    )
+    # Unlimited: never a loss, even in the feed's oldest segment.
+    _lose_shard(tmp_path, OLDEST)
+    unlimited = plan_run(feed, *RANGE, retention_days="unlimited", now=NOW)
+    assert [v.deleted for v in unlimited.shard_verdicts] == [False, False]
+    assert all("without limit" in v.reason for v in unlimited.shard_verdicts)
+
+
 def test_plan_acknowledging_data_loss_skips_the_missing_shard_and_reports_it(tmp_path):
     generate_feed(tmp_path, LOST_SPEC)
     feed = ChangeFeed(Store(str(tmp_path)))
-    whole = plan_run(feed, utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 2, 10))
+    whole = plan_run(feed, *RANGE)
     assert whole.missing_shards == [] and whole.describe()["missingShards"] == []
-    _lose_shard(tmp_path, folder_too=False)
-    plan = plan_run(feed, utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 2, 10), acknowledge_data_loss=True)
-    assert plan.describe()["missingShards"] == [{"segment": "2026-01-01T01:10:00Z", "shard": LOST_SHARD}]
+    _lose_shard(tmp_path, OLDEST)
+    plan = plan_run(feed, *RANGE, acknowledge_data_loss=True, now=NOW)
+    assert plan.describe()["missingShards"] == [{"segment": "2026-01-01T00:10:00Z", "shard": shard(OLDEST)}]
+    assert [v.describe()["verdict"] for v in plan.shard_verdicts] == ["deleted"]
     assert [s.start for s in plan.segments] == [s.start for s in whole.segments]
-    assert plan.chunk_files == [c for c in whole.chunk_files if not c.path.startswith(LOST_SHARD)]
-    assert any(c.segment_start == LOST_SEGMENT and c.shard == "00" for c in plan.chunk_files)
+    assert plan.chunk_files == [c for c in whole.chunk_files if not c.path.startswith(shard(OLDEST))]
+    assert any(c.segment_start == OLDEST and c.shard == "00" for c in plan.chunk_files)
 
 
 def test_plan_without_the_lost_segment_is_not_refused(tmp_path):
     generate_feed(tmp_path, LOST_SPEC)
-    _lose_shard(tmp_path, folder_too=True)
-    # Window 23:10 reads the segments of 22:10, 23:10 (none) and 00:10, not the one of 01:10.
+    _lose_shard(tmp_path, YOUNGER, folder_too=True)
+    _lose_shard(tmp_path, utc(2026, 1, 1, 3, 10), folder_too=True)
+    # Window 23:10 reads the segments of 22:10, 23:10 (none) and 00:10, not the others.
     plan = plan_run(ChangeFeed(Store(str(tmp_path))), utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 0, 10))
-    assert [s.start for s in plan.segments] == [utc(2026, 1, 1, 0, 10)] and plan.missing_shards == []
+    assert [s.start for s in plan.segments] == [OLDEST] and plan.missing_shards == []

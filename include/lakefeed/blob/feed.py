@@ -80,8 +80,8 @@ class Segment:
 class SegmentChunks:
     """The chunk files of a segment's shards, and the shard folders its manifest names that hold none.
 
-    A Finalized segment's shard folder always holds at least one chunk file (a 0-byte one counts: it is an
-    empty chunk); one holding none lost its chunk files, e.g. to retention deleting the segment part by part.
+    A shard folder holding none is an empty shard (no events on it that hour: Azure's clients read it as
+    empty) or lost its chunk files to retention; :mod:`lakefeed.blob.shards` tells which from evidence.
     """
 
     segment: Segment

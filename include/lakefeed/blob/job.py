@@ -20,6 +20,7 @@ from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.plan import RunPlan, plan_run
 from lakefeed.blob.schema import spark_schema
+from lakefeed.blob.shards import RetentionDays
 from lakefeed.blob.summary import RunSummary
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.blob.transforms import (
@@ -71,11 +72,23 @@ def read_records(spark: SparkSession, plan: RunPlan, feed_root: str, decoder: st
 
 
 def plan(
-    feed_root: str, window_start: datetime, window_end: datetime, *, acknowledge_data_loss: bool = False
+    feed_root: str,
+    window_start: datetime,
+    window_end: datetime,
+    *,
+    acknowledge_data_loss: bool = False,
+    retention_days: RetentionDays = None,
 ) -> RunPlan:
-    """Plan a run without Spark: a window that is not ready, or a shard folder of a segment read that holds no
-    chunk file (unless ``acknowledge_data_loss``: then it is skipped), is refused before any JVM starts."""
-    return plan_run(ChangeFeed(Store(feed_root)), window_start, window_end, acknowledge_data_loss=acknowledge_data_loss)
+    """Plan a run without Spark: a window that is not ready, or a shard folder of a segment read that retention
+    may have emptied (unless ``acknowledge_data_loss``: then it is skipped), is refused before any JVM starts;
+    ``retention_days`` is the account's change feed retention (:mod:`lakefeed.blob.shards`)."""
+    return plan_run(
+        ChangeFeed(Store(feed_root)),
+        window_start,
+        window_end,
+        acknowledge_data_loss=acknowledge_data_loss,
+        retention_days=retention_days,
+    )
 
 
 def run(
@@ -87,7 +100,7 @@ def run(
         **{
             snake(k): v
             for k, v in plan.describe().items()
-            if k in ("windows", "lastConsumable", "segments", "missingShards")
+            if k in ("windows", "lastConsumable", "segments", "missingShards", "emptyShards", "shardVerdicts")
         },
         chunk_files=len(plan.chunk_files),
         empty_chunk_files=sum(1 for c in plan.chunk_files if c.size == 0),

@@ -191,6 +191,8 @@ def job_arguments(planned: BlobPlan) -> list[list[str]]:
     """``application_args`` of one spark-submit per batch (the job's command-line contract), from the plan."""
     config = planned.config
     loss = ["--acknowledge-data-loss"] if planned.acknowledge_data_loss else []
+    if config.change_feed_retention_days is not None:
+        loss += ["--change-feed-retention-days", str(config.change_feed_retention_days)]
     return [
         [
             "--feed-root",

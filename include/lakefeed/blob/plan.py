@@ -3,18 +3,21 @@
 The window arithmetic is pure (unit-tested without Spark or storage);
 :func:`plan_run` adds the cheap driver-side I/O: Segments.json, day listings,
 the manifests of the segments read, and the chunk files of their shards.
-A shard folder of a segment read that holds no chunk file is data loss: the
-plan refuses it unless the run acknowledges it, and then skips the shard.
+A shard folder of a segment read that holds no chunk file is an empty shard, read
+as empty, or data loss, refused unless the run acknowledges it (then skipped), as
+the evidence says (:mod:`lakefeed.blob.shards`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from lakefeed.blob.feed import ChangeFeed, ChunkFile, Segment, SegmentChunks
+from lakefeed.blob.feed import ChangeFeed, ChunkFile, Segment, SegmentChunks, segment_manifest_path
+from lakefeed.blob.shards import LOOKBACK_SEGMENTS, RetentionDays, ShardVerdict, judge_empty_shards
 from lakefeed.blob.timegrid import HOUR, WindowGrid
 from lakefeed.errors import DataLossError, FeedConfigError, FeedCorruptError, WindowNotReadyError
 from lakefeed.times import format_time
@@ -98,6 +101,8 @@ class RunPlan:
     segments: list[Segment]
     chunk_files: list[ChunkFile] = field(repr=False)
     missing_shards: list[MissingShard] = field(default_factory=list)  # data loss the run acknowledged
+    # Every shard folder holding no chunk file, with what the plan decided of it and why.
+    shard_verdicts: list[ShardVerdict] = field(default_factory=list)
 
     @property
     def bytes(self) -> int:
@@ -111,15 +116,25 @@ class RunPlan:
             "chunkFiles": len(self.chunk_files),
             "bytes": self.bytes,
             "missingShards": [missing.describe() for missing in self.missing_shards],
+            "emptyShards": sum(1 for verdict in self.shard_verdicts if not verdict.deleted),
+            "shardVerdicts": [verdict.describe() for verdict in self.shard_verdicts],
         }
 
 
 def plan_run(
-    feed: ChangeFeed, window_start: datetime, window_end: datetime, *, acknowledge_data_loss: bool = False
+    feed: ChangeFeed,
+    window_start: datetime,
+    window_end: datetime,
+    *,
+    acknowledge_data_loss: bool = False,
+    retention_days: RetentionDays = None,
+    now: datetime | None = None,
 ) -> RunPlan:
-    """Plan ``[window_start, window_end)``; refuse (no writes) any window that is not ready, and any shard
-    folder of a segment read that holds no chunk file unless ``acknowledge_data_loss`` (then it is skipped
-    and listed in :attr:`RunPlan.missing_shards`)."""
+    """Plan ``[window_start, window_end)``; refuse (no writes) any window that is not ready. A shard folder of
+    a segment read that holds no chunk file is judged from the evidence (:mod:`lakefeed.blob.shards`:
+    ``retention_days`` is the account's change feed retention, ``now`` the time to age segments by): an
+    empty shard is read as empty; one retention may have emptied is refused unless ``acknowledge_data_loss``
+    (then it is skipped and listed in :attr:`RunPlan.missing_shards`)."""
     last_consumable = feed.last_consumable()
     # Segments of the day before the range up to the day after: enough to find
     # the grid and every T-1h / T+1h segment, without listing the whole feed.
@@ -141,7 +156,26 @@ def plan_run(
             f"{format_time(last_consumable)}: " + ", ".join(feed.store.url(s.manifest_path) for s in publishing)
         )
     listings = [feed.segment_chunks(segment) for segment in segments]
-    lost = [listing for listing in listings if listing.empty_shards]
+    known = {listing.segment.start: listing for listing in listings}
+
+    def listing_of(start: datetime) -> SegmentChunks:
+        if start not in known:
+            known[start] = feed.segment_chunks(feed.read_segment(start))
+        return known[start]
+
+    def older_listings(start: datetime) -> Iterator[SegmentChunks]:
+        nearest = sorted((s for s in starts if s < start), reverse=True)[:LOOKBACK_SEGMENTS]
+        for older in nearest:
+            yield listing_of(older)
+        oldest = feed.first_segment_start()  # reached only when none of the nearest holds all its files
+        if oldest is not None and oldest < start and oldest not in nearest:
+            yield listing_of(oldest)
+
+    verdicts = judge_empty_shards(listings, older_listings, retention_days, now or datetime.now(UTC))
+    lost = [verdict for verdict in verdicts if verdict.deleted]
+    for verdict in verdicts:
+        if not verdict.deleted:
+            log.info("read as an empty shard: %s (%s)", feed.store.url(verdict.shard_path), verdict.reason)
     if lost and not acknowledge_data_loss:
         raise DataLossError(f"{describe_data_loss(feed, lost, windows)}. Nothing was written; {ACKNOWLEDGE_DATA_LOSS}.")
     if lost:
@@ -152,24 +186,26 @@ def plan_run(
         last_consumable=last_consumable,
         segments=segments,
         chunk_files=[chunk for listing in listings for chunk in listing.chunk_files],
-        missing_shards=[
-            MissingShard(listing.segment.start, shard_path) for listing in lost for shard_path in listing.empty_shards
-        ],
+        missing_shards=[MissingShard(verdict.segment_start, verdict.shard_path) for verdict in lost],
+        shard_verdicts=verdicts,
     )
 
 
-def describe_data_loss(feed: ChangeFeed, lost: list[SegmentChunks], windows: list[datetime]) -> str:
-    """Each segment manifest naming shard folders that hold no chunk file, those folders, and the windows of
-    this run that may be incomplete."""
+def describe_data_loss(feed: ChangeFeed, lost: list[ShardVerdict], windows: list[datetime]) -> str:
+    """Each segment manifest naming shard folders that hold no chunk file and may have lost them, those
+    folders, why the plan takes it for a loss, and the windows of this run that may be incomplete."""
+    by_segment: dict[datetime, list[ShardVerdict]] = {}
+    for verdict in lost:
+        by_segment.setdefault(verdict.segment_start, []).append(verdict)
     segments = "; ".join(
-        f"segment manifest {feed.store.url(listing.segment.manifest_path)} names shard folder(s) holding no "
-        f"chunk file: {', '.join(feed.store.url(shard_path) for shard_path in listing.empty_shards)}"
-        for listing in lost
+        f"segment manifest {feed.store.url(segment_manifest_path(start))} names shard folder(s) holding no "
+        f"chunk file: {', '.join(feed.store.url(v.shard_path) for v in verdicts)} (their chunk files may have "
+        f"been deleted by the change feed's retention: {verdicts[0].reason})"
+        for start, verdicts in sorted(by_segment.items())
     )
-    incomplete = windows_fed_by([listing.segment.start for listing in lost], windows)
+    incomplete = windows_fed_by(sorted(by_segment), windows)
     return (
-        f"{segments} (their chunk files were deleted, likely by the change feed's retention). Windows of this "
-        f"run that may be missing events: {', '.join(format_time(w) for w in incomplete)}"
+        f"{segments}. Windows of this run that may be missing events: {', '.join(format_time(w) for w in incomplete)}"
     )
 
 

@@ -25,6 +25,10 @@ class RunSummary:
     # Shard folders of segments read that held no chunk file, skipped as the run acknowledged:
     # [{"segment": ISO start, "shard": "log/<shard>/YYYY/MM/DD/hhmm/"}]; empty unless --acknowledge-data-loss.
     missing_shards: list[dict[str, str]] = field(default_factory=list)
+    # Shard folders holding no chunk file that the evidence says are empty, read as empty (lakefeed.blob.shards),
+    # and every such folder's verdict: [{"segment", "shard", "verdict": "empty" | "deleted", "reason"}].
+    empty_shards: int = counted()
+    shard_verdicts: list[dict[str, str]] = field(default_factory=list)
     events_table: str | None = None  # where the MERGEs went: the commit step checks them against its plan
     state_table: str | None = None
     records_read: int = counted()

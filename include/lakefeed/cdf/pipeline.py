@@ -30,6 +30,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from lakefeed import pipeline as skeleton
@@ -45,7 +46,13 @@ from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline
 from lakefeed.delta import REFRESH_MARKER
 from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.documents import to_document
-from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError
+from lakefeed.errors import (
+    ChangeDataError,
+    CheckpointMismatchError,
+    ConfigError,
+    DataLossError,
+    WindowNotReadyError,
+)
 from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.lineage import CDF, JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
@@ -295,6 +302,12 @@ def _committed_in_interval(delta_log: DeltaLog, run: skeleton.RunContext, pipeli
         )
     span = delta_log.versions_committed_between(start_ms, int(interval_end.timestamp() * 1000))
     if span is None:
+        if interval_end > datetime.now(UTC):
+            raise WindowNotReadyError(
+                f"pipeline {pipeline.name}: no version of {pipeline.source_table} is committed in "
+                f"{run.interval_start} .. {run.interval_end} yet, and the hour has not ended: versions may still be "
+                f"committed in it"
+            )
         log.info("pipeline %s: no version committed in %s .. %s", pipeline.name, run.interval_start, run.interval_end)
         return []
     return _changes(pipeline, split_range(*span, pipeline.versions_per_job))

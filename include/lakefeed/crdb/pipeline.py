@@ -44,6 +44,7 @@ from lakefeed.lineage import COCKROACH, JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import crdb_request
 from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_own_writes, verify_targets
+from lakefeed.times import format_time
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,14 @@ def plan(
         interval_start, interval_end = run.interval
         since = Hlc(int(interval_start.timestamp() * 1e9), 0)
         resolved = [f.timestamp for f in list_sink(store, Hlc(since.wall - 24 * 3600 * 10**9, 0)) if f.kind == RESOLVED]
+        hour_end = Hlc(int(interval_end.timestamp() * 1e9), 0)
+        if not resolved or resolved[-1] < hour_end:
+            raise WindowNotReadyError(
+                f"the changefeed has not resolved this run's hour yet: the newest RESOLVED timestamp in "
+                f"{store.root} is {resolved[-1] if resolved else 'none'}, before the hour's end {format_time(interval_end)}"
+            )
         before = [r for r in resolved if r <= since]
-        inside = [r for r in resolved if r < Hlc(int(interval_end.timestamp() * 1e9), 0)]
+        inside = [r for r in resolved if r < hour_end]
         start = before[-1] if before else None
         batches = [(start, inside[-1])] if inside and (start is None or inside[-1] > start) else []
     elif kind == BACKFILL:

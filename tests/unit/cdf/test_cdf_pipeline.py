@@ -4,7 +4,7 @@ summary files and the real compare-and-set store over a file cell."""
 import json
 import shutil
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,7 +18,7 @@ from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.config import CdfConfig, CdfPipeline
 from lakefeed.deltalog import DeltaLog
 from lakefeed.documents import to_document
-from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError
+from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, WindowNotReadyError
 from lakefeed.pipeline import RunContext
 from lakefeed.storage import Store
 from lakefeed_airflow.triggers import sources_behind
@@ -300,6 +300,10 @@ def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interv
         run("b2", "backfill", datetime(2020, 1, 1, tzinfo=UTC), datetime(2020, 1, 2, tzinfo=UTC)),
     )
     assert empty.jobs == []
+    # An hour that has not ended, with nothing committed in it yet: not ready, not an empty range.
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    with pytest.raises(WindowNotReadyError, match="the hour has not ended"):
+        cdf_pipeline.plan(config, checkpoints(store), {}, run("b3", "backfill", hour, hour + timedelta(hours=1)))
     finish(planned, 0)
     finish(planned, 1)
     commit(config, store, planned)

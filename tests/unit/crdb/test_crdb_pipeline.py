@@ -5,7 +5,7 @@ import asyncio
 import os
 import sys
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -124,6 +124,11 @@ def test_an_airflow_backfill_run_takes_the_resolved_ranges_of_its_interval(confi
         run("b", "backfill", datetime(2020, 1, 1, tzinfo=UTC), datetime(2020, 1, 1, 1, tzinfo=UTC)),
     )
     assert before.batches == []
+    # An hour the changefeed has not resolved yet (its newest RESOLVED is before the hour's end): not ready,
+    # not an empty range.
+    newest = moment(r[-1])
+    with pytest.raises(WindowNotReadyError, match=f"newest RESOLVED timestamp in .* is {r[-1]}"):
+        crdb_pipeline.plan(config, store.load(), {}, run("b", "backfill", newest, newest + timedelta(hours=1)))
 
 
 def test_a_checkpoint_of_another_sink_is_refused_until_a_reset(config, store, sink):
