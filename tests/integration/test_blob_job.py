@@ -310,21 +310,19 @@ def test_spark_submit_contract_ingests_and_reports(feed, tmp_path):
     assert json.loads(printed) == summary
 
 
-def test_spark_submit_refuses_a_shard_lost_to_retention_until_acknowledged(spark, feed, tmp_path):
-    """Retention deleted one shard's chunk files of the feed's oldest segment but not yet its manifest: no older
-    segment proves otherwise, so the job exits 2 before Spark starts, naming the manifest, the shard folder,
-    why and the windows; acknowledged, it applies the rest."""
-    root, truth = feed
-    windows = truth.ready_windows()
-    lost_shard = f"log/01/{SPEC.start:%Y/%m/%d/%H%M}/"  # the feed's oldest segment
-    lost_ids = set()
-    for chunk in sorted((root / lost_shard).glob("*.avro")):
+def _empty_the_shard(root, shard_path: str) -> set[str]:
+    """Delete a shard folder's chunk files (the folder stays, its manifest names it); the event ids they held."""
+    ids = set()
+    for chunk in sorted((root / shard_path).glob("*.avro")):
         with chunk.open("rb") as handle:
-            lost_ids.update(r["id"] for r in fastavro.reader(handle))
+            ids.update(r["id"] for r in fastavro.reader(handle))
         chunk.unlink()
-    assert lost_ids
-    summary_file = tmp_path / "summary.json"
-    args = [
+    return ids
+
+
+def _whole_feed_args(root, windows, tmp_path, summary_file) -> list[str]:
+    """The job's arguments for every ready window of the feed, into tables under ``tmp_path``."""
+    return [
         "--feed-root",
         str(root),
         "--window-start",
@@ -338,6 +336,19 @@ def test_spark_submit_refuses_a_shard_lost_to_retention_until_acknowledged(spark
         "--summary-json",
         str(summary_file),
     ]
+
+
+def test_spark_submit_refuses_a_shard_lost_to_retention_until_acknowledged(spark, feed, tmp_path):
+    """Retention deleted one shard's chunk files of the feed's oldest segment but not yet its manifest: no older
+    segment proves otherwise, so the job exits 2 before Spark starts, naming the manifest, the shard folder,
+    why and the windows; acknowledged, it applies the rest."""
+    root, truth = feed
+    windows = truth.ready_windows()
+    lost_shard = f"log/01/{SPEC.start:%Y/%m/%d/%H%M}/"  # the feed's oldest segment
+    lost_ids = _empty_the_shard(root, lost_shard)
+    assert lost_ids
+    summary_file = tmp_path / "summary.json"
+    args = _whole_feed_args(root, windows, tmp_path, summary_file)
 
     refused = _spark_submit(*args)
     assert refused.returncode == 2, refused.stderr[-3000:]
@@ -371,26 +382,9 @@ def test_spark_submit_reads_an_empty_shard_of_a_young_segment_as_empty_and_count
     root, truth = feed
     windows = truth.ready_windows()
     empty_shard = f"log/01/{SPEC.start + HOUR:%Y/%m/%d/%H%M}/"
-    gone = set()
-    for chunk in sorted((root / empty_shard).glob("*.avro")):
-        with chunk.open("rb") as handle:
-            gone.update(r["id"] for r in fastavro.reader(handle))
-        chunk.unlink()
+    gone = _empty_the_shard(root, empty_shard)
     summary_file = tmp_path / "summary.json"
-    args = [
-        "--feed-root",
-        str(root),
-        "--window-start",
-        format_time(windows[0]),
-        "--window-end",
-        format_time(windows[-1] + HOUR),
-        "--events-table",
-        str(tmp_path / "events"),
-        "--state-table",
-        str(tmp_path / "state"),
-        "--summary-json",
-        str(summary_file),
-    ]
+    args = _whole_feed_args(root, windows, tmp_path, summary_file)
     aged = _spark_submit(*args, "--change-feed-retention-days", "7")  # the 2026-01-01 segment is older
     assert aged.returncode == 2, aged.stderr[-3000:]
     reason = json.loads((tmp_path / "summary.refused.json").read_text())["error"]

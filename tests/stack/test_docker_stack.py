@@ -227,6 +227,7 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
         **{name: str(port) for name, port in ports.items()},
         "LAKEFEED_STACK_PROJECT": PROJECT,
         "LAKEFEED_RETRY_DELAY_SECONDS": "5",
+        "LAKEFEED_TASK_HEARTBEAT_TIMEOUT_SECONDS": "30",
     }
     handle = Stack(env, ports["LAKEFEED_API_PORT"], ports["LAKEFEED_AZURITE_PORT"])
     handle.script("down", timeout=300)  # what an interrupted session left
