@@ -361,9 +361,19 @@ def python_problems(doc: Doc, parsed: Parsed) -> list[str]:
                 problems.append(f"{doc.name}:{line}: {name}: {problem}")
     for line, text in code_texts(parsed):
         for module in re.findall(r"\bpython3? -m ([\w.]+)", text):
-            if importlib.util.find_spec(module) is None:
+            if not _module_exists(module):
                 problems.append(f"{doc.name}:{line}: python -m {module}: no such module")
     return problems
+
+
+def _module_exists(module: str) -> bool:
+    """A module of this project by its file (a plugins module is importable only with plugins/ on the
+    path, as the docs say it runs), any other by its import spec."""
+    top, *rest = module.split(".")
+    if top in SOURCE_FOLDERS:
+        base = SOURCE_FOLDERS[top].joinpath(top, *rest)
+        return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+    return importlib.util.find_spec(module) is not None
 
 
 def make_problems(doc: Doc, parsed: Parsed) -> list[str]:
