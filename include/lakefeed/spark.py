@@ -141,10 +141,7 @@ def jvm_location(location: str) -> str:
 def hadoop_azure_package() -> str:
     """Maven coordinate of hadoop-azure matching the Hadoop that pyspark ships (its ABFS filesystem opens
     ``abfs[s]://`` tables)."""
-    from importlib.util import find_spec
-
-    spec = find_spec("pyspark")  # not imported: the submit task only needs its folder
-    jars = Path(next(iter(spec.submodule_search_locations or []))) / "jars" if spec else Path("pyspark/jars")
+    jars = _pyspark_home() / "jars"
     found = sorted(jars.glob("hadoop-client-api-*.jar"))
     if not found:
         raise RuntimeError(f"no hadoop-client-api jar in {jars}: cannot tell which hadoop-azure matches")
@@ -170,7 +167,7 @@ def resolve_packages(packages: str, ivy_dir: Path | None = None, timeout: float 
     import subprocess
     import sys
 
-    spark_home = Path(next(iter(_pyspark_locations())))
+    spark_home = _pyspark_home()
     with tempfile.TemporaryDirectory(prefix="lakefeed-jars-") as scratch:
         script = Path(scratch) / "print_jars.py"
         script.write_text(_PRINT_JARS)
@@ -192,11 +189,13 @@ def resolve_packages(packages: str, ivy_dir: Path | None = None, timeout: float 
     return [Path(uri.removeprefix("file:").removeprefix("//")) for uri in printed[0].split("=", 1)[1].split(",")]
 
 
-def _pyspark_locations() -> list[str]:
+def _pyspark_home() -> Path:
+    """The pip-installed Spark's folder, found without importing pyspark (DAG files and submit tasks only need
+    its jars and scripts)."""
     from importlib.util import find_spec
 
     spec = find_spec("pyspark")
-    return list(spec.submodule_search_locations or []) if spec else []
+    return Path(next(iter(spec.submodule_search_locations or []))) if spec else Path("pyspark")
 
 
 def stop_session(spark: SparkSession) -> None:

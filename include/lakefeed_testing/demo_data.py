@@ -170,12 +170,9 @@ def _connection(wasb_conn_id: str) -> tuple[Any, dict[str, str]]:
     as the library names it (:func:`lakefeed.azure.credential_env`)."""
     from airflow.providers.microsoft.azure.hooks.wasb import WasbHook
 
-    from lakefeed.azure import credential_env
+    from lakefeed_airflow.wasb_feed import connection_credentials  # plugins/ is on the image's PYTHONPATH
 
-    hook = WasbHook(wasb_conn_id=wasb_conn_id)
-    conn = hook.get_connection(wasb_conn_id)
-    credentials = credential_env(login=conn.login, password=conn.password, host=conn.host, extra=conn.extra_dejson)
-    return hook.get_conn(), credentials
+    return WasbHook(wasb_conn_id=wasb_conn_id).get_conn(), connection_credentials(wasb_conn_id)
 
 
 def _container(service: Any, location: str) -> Any:
