@@ -36,3 +36,22 @@ def job_outputs(planned):
     from lakefeed.pipeline import JobOutputs
 
     return _OUTPUTS.setdefault(id(planned), (planned, JobOutputs()))[1]
+
+
+def plan_one(hooks, config, checkpoint, params, run, storage=None):
+    """A plan of a feed with one checkpoint (``hooks``: a :class:`lakefeed.pipeline.FeedHooks`), from the
+    checkpoint as loaded."""
+    from lakefeed.pipeline import LOCAL
+
+    return hooks.plan_run(config, {hooks.name(config): checkpoint}, params, run, storage or LOCAL)
+
+
+def commit_plan(hooks, stores, planned, outputs, run_id, announced_since=None):
+    """The commit step of ``planned`` over ``stores`` (one store: a feed with one checkpoint; else by
+    pipeline name); the run summary's document."""
+    from lakefeed.documents import to_document
+    from lakefeed.pipeline import nothing_announced
+
+    if isinstance(stores, CheckpointStore):
+        stores = {hooks.name(p): stores for p in hooks.pipelines_of(hooks.config_of(planned))}
+    return to_document(hooks.commit_run(planned, stores, outputs, run_id, announced_since or nothing_announced))

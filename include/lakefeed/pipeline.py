@@ -1,13 +1,20 @@
 """The skeleton every lakefeed pipeline runs through, whatever its feed: plan → one Spark job per batch →
 commit. No Airflow here: the plugin's tasks are thin adapters over it (``lakefeed_airflow``).
 
-A feed plugs in as a :class:`Feed`: it plans a run from its configuration, checkpoint and the run's params
-(:class:`RunContext`), names each job's command line, and moves its checkpoint from what the jobs
-reported (:class:`JobOutputs`). What every feed's plan and commit step share lives here: the kind of run
-(:func:`run_kind`), crediting a summary only to the job it describes (:meth:`JobOutputs.credited`),
-refusing a commit step whose jobs' commits the targets' logs do not hold (:func:`verify_in_ledger`) or
-whose targets changed under the run (:func:`verify_unchanged`), and the asset events of the ledger
-entries no event names yet (:class:`Announcer`).
+The plan and the commit step are written once, here (:meth:`FeedHooks.plan_run`,
+:meth:`FeedHooks.commit_run`); a feed plugs in as :class:`FeedHooks`, a set of small questions: what its
+params ask (:meth:`~FeedHooks.request`), what its source has ready for each kind of run
+(:meth:`~FeedHooks.pending`, :meth:`~FeedHooks.in_range`, :meth:`~FeedHooks.in_interval`,
+:meth:`~FeedHooks.from_origin`), how that is split into jobs (:meth:`~FeedHooks.batch`), which reported
+job belongs to which piece of work (:meth:`~FeedHooks.belongs`), how its checkpoint advances
+(:meth:`~FeedHooks.advance`) and what its report says (:meth:`~FeedHooks.report`). A feed is a list of
+single-checkpoint pipelines: its configuration itself, or (Delta CDF) each configured pipeline.
+
+What the sequences guarantee for every feed: the kind of run (:func:`run_kind`), a summary credited only
+to the job it describes (:meth:`JobOutputs.credited`), a checkpoint kept when its jobs' commits are not in
+the targets' logs (:func:`verify_in_ledger`) or its targets changed under the run
+(:func:`verify_unchanged`), and the asset events of the ledger entries no event names yet
+(:class:`Announcer`). :class:`Feed` binds a feed's hooks to where its configuration and checkpoints live.
 
 Storage reaches a feed through :class:`Storage`: the plugin's opens Azure through Airflow's ``wasb``
 connections; :class:`LocalStorage` opens paths and URLs with the credentials of the environment.
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
@@ -24,8 +32,8 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from lakefeed.checkpoint import TableMark
-from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.documents import counted_fields, from_document, to_document
+from lakefeed.checkpoint_store import CheckpointKind, CheckpointStore, TextCell
+from lakefeed.documents import counted_fields, from_document, optional, to_document
 from lakefeed.errors import CheckpointMismatchError, ConfigError, DocumentError
 from lakefeed.ledger import (
     AnnouncedSince,
@@ -39,7 +47,7 @@ from lakefeed.ledger import (
 from lakefeed.lineage import JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
 from lakefeed.storage import StoreBase
-from lakefeed.targets import current_marks, verify_unchanged_during_run
+from lakefeed.targets import current_marks, verify_adoptable, verify_own_writes, verify_unchanged_during_run
 
 __all__ = [
     "ADOPT",
@@ -49,40 +57,30 @@ __all__ = [
     "SCHEDULED",
     "AnnouncedSince",
     "Announcer",
+    "Announcing",
     "BatchesFailed",
     "Feed",
-    "FeedSteps",
+    "FeedHooks",
     "JobOutputs",
     "JobSummary",
     "LocalStorage",
-    "OneCheckpointFeed",
+    "Outcome",
     "PipelineConfig",
-    "Plan",
+    "PipelinePart",
+    "Planned",
     "RefusedWithReport",
+    "Request",
     "RunContext",
     "RunReport",
     "Storage",
-    "Summary",
-    "announced_report",
     "backfill_not_ready",
-    "checkpoint_change",
-    "credit",
-    "fail_if_any_failed",
-    "failed_jobs",
-    "finished",
     "nothing_announced",
     "plan_marks",
-    "read_plan",
     "reset_remedy",
     "run_kind",
-    "spark_seconds",
-    "summed",
     "verify_in_ledger",
     "verify_unchanged",
 ]
-
-Plan = dict[str, Any]  # a run's plan document as it crosses to the later tasks (XCom), from the feed's typed plan
-Summary = dict[str, Any]  # what a commit step reports of the run (JSON: its XCom, the monitor's card)
 
 
 @dataclass(kw_only=True)
@@ -97,6 +95,7 @@ class RunReport:
     spark_seconds: float = 0.0  # the Spark time its jobs reported
     targets_changed: list[dict[str, Any]] = field(default_factory=list)  # its asset events (lakefeed.assets)
     announcements_deferred: int = 0  # ledger entries found that a later commit step announces instead
+    refused: str | None = optional()  # why the commit step kept the checkpoint (its targets changed under it)
 
 
 class JobSummary(Protocol):
@@ -135,23 +134,6 @@ class LocalStorage:
 
 
 LOCAL = LocalStorage()
-
-
-class Feed(Protocol):
-    """One change feed plugged into the skeleton. ``plan`` is the only step that reads the configuration and
-    the checkpoint; it carries the configuration in the plan, and the later steps work from the plan alone."""
-
-    def plan(self, params: Mapping[str, Any], run: RunContext) -> Plan: ...
-
-    def job_arguments(self, planned: Plan) -> list[list[str]]: ...
-
-    def job_connections(self, planned: Plan) -> list[str | None]: ...
-
-    def job_lineage(self, planned: Plan) -> list[JobLineage]: ...
-
-    def commit(
-        self, planned: Plan, outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
-    ) -> Summary: ...
 
 
 log = logging.getLogger(__name__)
@@ -376,42 +358,536 @@ class BatchesFailed(RuntimeError):
         self.report = report
 
 
-def fail_if_any_failed(failed: list[dict[str, Any]], total: int, position: str | None, report: dict[str, Any]) -> None:
-    if failed:
-        raise BatchesFailed(
-            f"{len(failed)} of {total} batch(es) failed (first: {failed[0]}); checkpoint is at {position}: "
-            "the next run resumes from there",
-            report,
-        )
-
-
-# -- the commit step every feed runs, one checkpoint at a time --
+# -- the two sequences every feed runs through: plan and commit --
 
 
 class Movable(Protocol):
-    """A checkpoint as the commit step moves it (:class:`lakefeed.checkpoint.Moves`)."""
+    """A checkpoint as the sequences read and move it (:class:`lakefeed.checkpoint.Moves`): the targets it
+    vouches for, the ledger marks of announced entries, and ``identity``, the feed, sink or source table it
+    was made on."""
+
+    @property
+    def targets(self) -> dict[str, TableMark]: ...
+
+    @property
+    def announced(self) -> dict[str, TableMark]: ...
+
+    @property
+    def identity(self) -> str | None: ...
+
+    @property
+    def generation(self) -> int: ...
+
+    def to_json(self) -> str: ...
 
     def moved(self, **changes: Any) -> Any: ...
 
+    def same_position(self, other: Any) -> bool: ...
 
+
+class PipelineConfig(Protocol):
+    """What the sequences read of one pipeline's configuration (a feed's whole configuration when it has
+    one checkpoint; one of its pipelines when it has several)."""
+
+    @property
+    def wasb_conn_id(self) -> str | None: ...
+
+    @property
+    def checkpoint_variable(self) -> str: ...
+
+
+class Selected(Protocol):
+    """What a feed found ready for one pipeline (its own type); the sequences read only the kind it runs as."""
+
+    @property
+    def kind(self) -> str: ...
+
+
+AskT = TypeVar("AskT")
+ConfigT = TypeVar("ConfigT")
+PipelineT = TypeVar("PipelineT", bound=PipelineConfig)
 CheckpointT = TypeVar("CheckpointT", bound=Movable)
+SourceT = TypeVar("SourceT")
+ReadyT = TypeVar("ReadyT", bound=Selected)
+PlanT = TypeVar("PlanT")
+ReportT = TypeVar("ReportT", bound=RunReport)
 
 
-def credit(
-    done: Mapping[int, JobSummary],
-    kind: str,
-    recorded_marks: dict[str, TableMark] | None,
-    locations: list[str],
-    pipeline_id: str,
-    where: str,
-    remedy: str,
-    adopt: str = ADOPT,
-) -> None:
-    """Before a checkpoint moves over the work of ``done`` (credited summaries, by job index): the targets'
-    logs hold what the jobs committed (:func:`verify_in_ledger`), and the targets did not change under the
-    run (:func:`verify_unchanged`); either refuses, leaving the checkpoint as it was."""
-    verify_in_ledger(done, pipeline_id, where, remedy)
-    verify_unchanged(kind, recorded_marks, locations, pipeline_id, where, remedy, adopt)
+@dataclass(frozen=True)
+class Request(Generic[AskT]):
+    """A run's params as the plan reads them: ``asked``, the feed's reading of its range params; whether
+    they name a range (a backfill) or ask for a reset; the pipeline they name (a feed of several);
+    whether the run adopts targets holding others' rows, or acknowledges data lost to retention."""
+
+    asked: AskT
+    names_a_range: bool
+    reset: bool
+    adopt: bool = False
+    acknowledge_data_loss: bool = False
+    pipeline: str | None = None
+
+    @classmethod
+    def of(
+        cls, params: Mapping[str, Any], asked: AskT, names_a_range: bool, reset: bool, pipeline: str | None = None
+    ) -> Request[AskT]:
+        return cls(
+            asked,
+            names_a_range,
+            reset,
+            adopt=bool(params.get("adopt_targets")),
+            acknowledge_data_loss=bool(params.get("acknowledge_data_loss")),
+            pipeline=pipeline,
+        )
+
+
+@dataclass(frozen=True)
+class Planned(Generic[PipelineT, CheckpointT, SourceT, ReadyT, JobT]):
+    """One pipeline's part of a plan as the plan sequence made it, for the feed to write into its plan."""
+
+    pipeline: PipelineT
+    checkpoint: CheckpointT
+    source: SourceT
+    ready: ReadyT
+    jobs: list[JobT]
+    target_marks: dict[str, TableMark]
+
+
+@dataclass(frozen=True)
+class PipelinePart(Generic[PipelineT]):
+    """One pipeline's part of a plan as the commit sequence reads it: its checkpoint (by pipeline name),
+    how its run moves it, which of the plan's jobs are its own (indices), the target marks of the plan
+    (None: planned before they were recorded), and the identity of what the plan read (a scheduled run
+    moves a checkpoint only while it still records it)."""
+
+    name: str
+    pipeline: PipelineT
+    kind: str
+    jobs: list[int]
+    target_marks: dict[str, TableMark] | None
+    identity: str | None
+
+
+@dataclass(frozen=True)
+class Announcing:
+    """What a pipeline's commit step announces from: the ledgers it reads (``tables``), the rows its jobs
+    reported per commit (``reported``, by ``(table, version)``: inserted, updated, deleted), how a
+    checkpoint's target location reads among ``tables`` (``table_key``), and the asset events of the
+    entries found (``events``: :mod:`lakefeed.assets`)."""
+
+    tables: list[str]
+    reported: dict[tuple[str, int], tuple[int, int, int]]
+    events: Callable[[dict[str, list[LedgerEntry]]], list[dict[str, Any]]]
+    table_key: Callable[[str], str] = str
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[PipelineT, JobT, SummaryT, CheckpointT]):
+    """What one pipeline's commit step did: its jobs (``(index, job)``), the credited summaries, the jobs
+    that failed (documents, with their refusals) or were voided (by job index: the target version of the
+    refresh that replaced their work), the checkpoint before and after, and the refusal that kept it."""
+
+    part: PipelinePart[PipelineT]
+    jobs: list[tuple[int, JobT]]
+    done: dict[int, SummaryT]
+    failed: list[dict[str, Any]]
+    voided: dict[int, int]
+    before: CheckpointT
+    after: CheckpointT
+    totals: dict[str, int]
+    spark_seconds: float
+    refused: str | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    deferred: int = 0
+
+    @property
+    def moved(self) -> bool:
+        return not self.after.same_position(self.before)
+
+
+class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, ReadyT, JobT, SummaryT, PlanT, ReportT]):
+    """A change feed plugged into the skeleton: the plan and commit sequences (:meth:`plan_run`,
+    :meth:`commit_run`) are written here once, and call the feed's hooks, each a question about the feed.
+    A feed is a list of single-checkpoint pipelines (its configuration itself when it has one)."""
+
+    plan_type: type[PlanT]
+    summary_type: type[SummaryT]
+    checkpoint_type: CheckpointKind  # reads a pipeline's checkpoint document
+    noun: str = "feed"  # what a checkpoint's identity names, in a warning
+
+    # -- configuration --
+
+    def pipelines_of(self, config: ConfigT) -> list[PipelineT]:
+        """The configuration's pipelines, one checkpoint each (default: the configuration is the one)."""
+        return [cast(PipelineT, config)]
+
+    def name(self, pipeline: PipelineT) -> str:
+        """The key of a pipeline's checkpoint and plan part (default: its checkpoint Variable)."""
+        return pipeline.checkpoint_variable
+
+    @abstractmethod
+    def config_of(self, plan: PlanT) -> ConfigT:
+        """The configuration the plan read (never the Variable as it is now)."""
+
+    @abstractmethod
+    def remedy(self, pipeline: PipelineT) -> str:
+        """The way on from a refusal: a reset of the pipeline, and what it does."""
+
+    def adopt_remedy(self, pipeline: PipelineT) -> str:
+        return ADOPT
+
+    @abstractmethod
+    def targets(self, pipeline: PipelineT) -> list[str]:
+        """The pipeline's Delta targets now (their marks guard the run)."""
+
+    # -- plan hooks --
+
+    @abstractmethod
+    def request(self, params: Mapping[str, Any], config: ConfigT) -> Request[AskT]:
+        """The run's params as this feed reads them; refuses ones it cannot serve."""
+
+    def chosen(self, config: ConfigT, request: Request[AskT], kind: str, run: RunContext) -> list[PipelineT]:
+        """The pipelines this run plans (default: all)."""
+        return self.pipelines_of(config)
+
+    @abstractmethod
+    def open(self, pipeline: PipelineT, checkpoint: CheckpointT, kind: str, where: str, storage: Storage) -> SourceT:
+        """What the plan reads of the pipeline's source; refuses a source that cannot be read."""
+
+    @abstractmethod
+    def verify(self, pipeline: PipelineT, checkpoint: CheckpointT, source: SourceT, where: str) -> None:
+        """A scheduled run's check that the checkpoint belongs to this source and these targets."""
+
+    @abstractmethod
+    def pending(
+        self, pipeline: PipelineT, source: SourceT, checkpoint: CheckpointT, request: Request[AskT], run: RunContext
+    ) -> ReadyT:
+        """What a scheduled run applies: what is ready after the checkpoint (from the origin without one)."""
+
+    @abstractmethod
+    def in_range(self, pipeline: PipelineT, source: SourceT, request: Request[AskT]) -> ReadyT:
+        """What a backfill re-applies: the range its params name."""
+
+    @abstractmethod
+    def in_interval(self, pipeline: PipelineT, source: SourceT, start: datetime, end: datetime) -> ReadyT:
+        """What one of Airflow's Backfill runs re-applies: what the source holds of its data interval;
+        :class:`~lakefeed.errors.WindowNotReadyError` while the source has not reached its end."""
+
+    @abstractmethod
+    def from_origin(self, pipeline: PipelineT, source: SourceT, request: Request[AskT]) -> ReadyT:
+        """What a reset applies: the source from its origin."""
+
+    @abstractmethod
+    def adoptable(self, pipeline: PipelineT, checkpoint: CheckpointT, ready: ReadyT) -> list[str]:
+        """The targets that must hold only this pipeline's rows before ``ready`` runs without
+        ``adopt_targets`` (none: this run needs no such check)."""
+
+    @abstractmethod
+    def batch(self, pipeline: PipelineT, ready: ReadyT) -> list[JobT]:
+        """How the ready work is split into jobs (one spark-submit each)."""
+
+    @abstractmethod
+    def planned(
+        self,
+        config: ConfigT,
+        kind: str,
+        request: Request[AskT],
+        parts: list[Planned[PipelineT, CheckpointT, SourceT, ReadyT, JobT]],
+    ) -> PlanT:
+        """The feed's plan document, from what the sequence planned for each pipeline."""
+
+    @abstractmethod
+    def arguments(self, plan: PlanT) -> list[list[str]]:
+        """``application_args`` of each job's spark-submit (the job's command-line contract)."""
+
+    @abstractmethod
+    def lineage(self, plan: PlanT) -> list[JobLineage]:
+        """What each job reads and writes."""
+
+    # -- commit hooks --
+
+    @abstractmethod
+    def jobs(self, plan: PlanT) -> Sequence[JobT]:
+        """The plan's jobs, in job (map) index order."""
+
+    @abstractmethod
+    def pipeline_of(self, plan: PlanT, job: JobT) -> PipelineT:
+        """The pipeline a job works for."""
+
+    @abstractmethod
+    def belongs(self, plan: PlanT, summary: SummaryT, job: JobT) -> bool:
+        """A job's summary describes that job (its span, and the targets the plan named)."""
+
+    def voided(self, plan: PlanT, credited: Mapping[int, SummaryT], storage: Storage) -> dict[int, int]:
+        """Credited jobs whose work was replaced after they committed (by job index: the target version
+        that replaced it); their summaries are not credited (default: none)."""
+        return {}
+
+    @abstractmethod
+    def parts(self, plan: PlanT, credited: Mapping[int, SummaryT]) -> list[PipelinePart[PipelineT]]:
+        """Each planned pipeline's part, as the commit sequence reads it."""
+
+    @abstractmethod
+    def announcing(self, plan: PlanT, part: PipelinePart[PipelineT], done: Mapping[int, SummaryT]) -> Announcing:
+        """What the pipeline's commit step announces from."""
+
+    @abstractmethod
+    def advance(
+        self,
+        plan: PlanT,
+        part: PipelinePart[PipelineT],
+        done: Mapping[int, SummaryT],
+        checkpoint: CheckpointT,
+        announced: dict[str, TableMark],
+        run_id: str,
+    ) -> CheckpointT:
+        """The checkpoint moved over the credited jobs (pure: it may run again after a conflict)."""
+
+    @abstractmethod
+    def report(self, plan: PlanT, outcomes: list[Outcome[PipelineT, JobT, SummaryT, CheckpointT]]) -> ReportT:
+        """The run summary from each pipeline's outcome (the skeleton adds Spark time and asset events)."""
+
+    @abstractmethod
+    def position(self, checkpoint: CheckpointT) -> str | None:
+        """Where a checkpoint stands, as a failure message names it."""
+
+    # -- the plan sequence --
+
+    def plan_run(
+        self,
+        config: ConfigT,
+        checkpoints: Mapping[str, CheckpointT],
+        params: Mapping[str, Any],
+        run: RunContext,
+        storage: Storage = LOCAL,
+    ) -> PlanT:
+        """Which jobs this run submits, for each chosen pipeline; refuses (a :class:`~lakefeed.errors.Refusal`)
+        params it cannot serve, a checkpoint of another source or other targets, and targets holding rows
+        the pipeline did not write (unless the run adopts them)."""
+        request = self.request(params, config)
+        kind = run_kind(run, request.names_a_range, request.reset)
+        parts = []
+        for pipeline in self.chosen(config, request, kind, run):
+            with storage.scope(pipeline.wasb_conn_id):
+                checkpoint = checkpoints[self.name(pipeline)]
+                parts.append(self._plan_pipeline(pipeline, checkpoint, kind, request, run, storage))
+        planned = self.planned(config, kind, request, parts)
+        log.info("plan: %s", json.dumps(to_document(planned)))
+        return planned
+
+    def _plan_pipeline(
+        self,
+        pipeline: PipelineT,
+        checkpoint: CheckpointT,
+        kind: str,
+        request: Request[AskT],
+        run: RunContext,
+        storage: Storage,
+    ) -> Planned[PipelineT, CheckpointT, SourceT, ReadyT, JobT]:
+        where = f"Variable {pipeline.checkpoint_variable}"
+        source = self.open(pipeline, checkpoint, kind, where, storage)
+        if kind == SCHEDULED:
+            self.verify(pipeline, checkpoint, source, where)
+            if not request.adopt:
+                remedies = self.adopt_remedy(pipeline), self.remedy(pipeline)
+                verify_own_writes(checkpoint.targets, pipeline.checkpoint_variable, where, *remedies)
+        if kind == BACKFILL and run.is_airflow_backfill:
+            ready = self.in_interval(pipeline, source, *run.interval)
+        elif kind == BACKFILL:
+            ready = self.in_range(pipeline, source, request)
+        elif kind == RESET:
+            ready = self.from_origin(pipeline, source, request)
+        else:
+            ready = self.pending(pipeline, source, checkpoint, request, run)
+        adoptable = [] if ready.kind == BACKFILL or request.adopt else self.adoptable(pipeline, checkpoint, ready)
+        if adoptable:
+            verify_adoptable(adoptable, pipeline.checkpoint_variable, where, "adopt_targets")
+        jobs = self.batch(pipeline, ready)
+        return Planned(pipeline, checkpoint, source, ready, jobs, plan_marks(ready.kind, self.targets(pipeline)))
+
+    # -- the commit sequence --
+
+    def commit_run(
+        self,
+        plan: PlanT,
+        stores: Mapping[str, CheckpointStore],
+        outputs: JobOutputs,
+        run_id: str,
+        announced_since: AnnouncedSince = nothing_announced,
+        storage: Storage = LOCAL,
+    ) -> ReportT:
+        """Per pipeline: credit the jobs that finished, refuse (keeping its checkpoint) a pipeline whose
+        targets lost the jobs' commits or changed under the run, move its checkpoint as the run's kind
+        allows (compare-and-set) and find the ledger entries to announce. Then report the run; fail when
+        any pipeline was refused (:class:`RefusedWithReport`) or any job failed (:class:`BatchesFailed`),
+        the report kept all the same. Works from the plan alone."""
+        jobs = self.jobs(plan)
+        credited = outputs.credited(jobs, self.summary_type, lambda summary, job: self.belongs(plan, summary, job))
+        with storage.scope(getattr(self.config_of(plan), "wasb_conn_id", None)):
+            voided = self.voided(plan, credited, storage)
+            credited = {i: s for i, s in credited.items() if i not in voided}
+            all_done = len(credited) + len(voided) == len(jobs)
+            outcomes = []
+            for part in self.parts(plan, credited):
+                with storage.scope(part.pipeline.wasb_conn_id):
+                    mine = [(i, jobs[i]) for i in part.jobs]
+                    outcomes.append(
+                        self._commit_pipeline(
+                            plan,
+                            part,
+                            stores[part.name],
+                            mine,
+                            credited,
+                            voided,
+                            outputs,
+                            all_done,
+                            run_id,
+                            announced_since,
+                        )
+                    )
+        report = self.report(plan, outcomes)
+        report.spark_seconds = spark_seconds(credited.values())
+        report.targets_changed = [event for outcome in outcomes for event in outcome.events]
+        report.announcements_deferred = sum(outcome.deferred for outcome in outcomes)
+        document = to_document(report)
+        log.info("run summary: %s", json.dumps(document, indent=2))
+        refusals = [outcome.refused for outcome in outcomes if outcome.refused]
+        if refusals:
+            raise RefusedWithReport(" ".join(refusals), document)
+        failed = [job for outcome in outcomes for job in outcome.failed]
+        if failed:
+            positions = {o.part.name: self.position(o.after) for o in outcomes}
+            at = next(iter(positions.values())) if len(positions) == 1 else json.dumps(positions)
+            raise BatchesFailed(
+                f"{len(failed)} of {len(jobs)} batch(es) failed (first: {failed[0]}); checkpoint is at {at}: "
+                "the next run resumes from there",
+                document,
+            )
+        return report
+
+    def change(
+        self,
+        plan: PlanT,
+        part: PipelinePart[PipelineT],
+        done: Mapping[int, SummaryT],
+        announced: Callable[[CheckpointT], dict[str, TableMark]],
+        run_id: str,
+    ) -> Callable[[CheckpointT], CheckpointT]:
+        """The compare-and-set change of a pipeline's commit step (pure: it may run again after a conflict).
+        A backfill only records the ``announced`` marks (:meth:`Announcer.marks`); so does a scheduled run
+        whose checkpoint was reset to another source (another ``identity``) while it ran; otherwise
+        :meth:`advance` moves it."""
+
+        def change(checkpoint: CheckpointT) -> CheckpointT:
+            marks = announced(checkpoint)
+            if part.kind == BACKFILL:
+                return cast(CheckpointT, checkpoint.moved(announced=marks))
+            if part.kind == SCHEDULED and checkpoint.identity not in (None, part.identity):
+                log.warning(
+                    "the checkpoint was reset to another %s (%s) while this run ran: not moving it",
+                    self.noun,
+                    checkpoint.identity,
+                )
+                return cast(CheckpointT, checkpoint.moved(announced=marks))
+            return self.advance(plan, part, done, checkpoint, marks, run_id)
+
+        return change
+
+    def _commit_pipeline(
+        self,
+        plan: PlanT,
+        part: PipelinePart[PipelineT],
+        store: CheckpointStore,
+        mine: list[tuple[int, JobT]],
+        credited: Mapping[int, SummaryT],
+        voided: Mapping[int, int],
+        outputs: JobOutputs,
+        all_done: bool,
+        run_id: str,
+        announced_since: AnnouncedSince,
+    ) -> Outcome[PipelineT, JobT, SummaryT, CheckpointT]:
+        done = {i: credited[i] for i, _ in mine if i in credited}
+        failed = failed_jobs(mine, {*credited, *voided}, outputs.refused)
+        mine_voided = {i: voided[i] for i, _ in mine if i in voided}
+        totals, seconds = summed(done.values(), self.summary_type), spark_seconds(done.values())
+
+        def outcome(
+            before: CheckpointT,
+            after: CheckpointT,
+            refused: str | None = None,
+            events: Sequence[Any] = (),
+            deferred: int = 0,
+        ) -> Outcome[PipelineT, JobT, SummaryT, CheckpointT]:
+            return Outcome(
+                part, mine, done, failed, mine_voided, before, after, totals, seconds, refused, list(events), deferred
+            )
+
+        pipeline_id, where = part.pipeline.checkpoint_variable, store.where
+        try:
+            verify_in_ledger(done, pipeline_id, where, self.remedy(part.pipeline))
+            remedies = self.remedy(part.pipeline), self.adopt_remedy(part.pipeline)
+            verify_unchanged(part.kind, part.target_marks, self.targets(part.pipeline), pipeline_id, where, *remedies)
+        except CheckpointMismatchError as exc:  # its checkpoint stays; the other pipelines' move
+            log.error("pipeline %s: %s", part.name, exc)
+            kept = store.load()
+            return outcome(kept, kept, refused=str(exc))
+        announcing = self.announcing(plan, part, done)
+        announcer = Announcer(
+            announcing.tables,
+            pipeline_id,
+            announce=all_done,
+            reported=announcing.reported,
+            table_key=announcing.table_key,
+            announced_since=announced_since,
+        )
+
+        change = self.change(plan, part, done, announcer.marks, run_id)
+        before, after = store.update(change)
+        return outcome(before, after, events=announcing.events(announcer.entries), deferred=announcer.deferred)
+
+
+@dataclass(frozen=True)
+class Feed(Generic[ConfigT, PipelineT, PlanT, ReportT]):
+    """A feed as the DAGs run it: its ``hooks``, ``config`` (read once, by the plan), ``cells`` (where the
+    checkpoint of a name is kept: an Airflow Variable) and ``storage``. Plans and reports cross as their
+    dataclasses; the Airflow tasks turn them into documents (XCom) and back (:meth:`read_plan`)."""
+
+    hooks: FeedHooks[Any, ConfigT, PipelineT, Any, Any, Any, Any, Any, PlanT, ReportT]
+    config: Callable[[], ConfigT]
+    cells: Callable[[str], TextCell]
+    storage: Storage = LOCAL
+
+    def checkpoints(self, pipeline: PipelineT) -> CheckpointStore:
+        """A pipeline's checkpoint store."""
+        return CheckpointStore(self.cells(pipeline.checkpoint_variable), self.hooks.checkpoint_type)
+
+    def plan(self, params: Mapping[str, Any], run: RunContext) -> PlanT:
+        config = self.config()
+        loaded = {self.hooks.name(p): self.checkpoints(p).load() for p in self.hooks.pipelines_of(config)}
+        return self.hooks.plan_run(config, loaded, params, run, self.storage)
+
+    def read_plan(self, document: Mapping[str, Any]) -> PlanT:
+        """The plan from its document (the plan task's XCom)."""
+        return from_document(self.hooks.plan_type, dict(document), PLAN)
+
+    def job_arguments(self, plan: PlanT) -> list[list[str]]:
+        return self.hooks.arguments(plan)
+
+    def job_connections(self, plan: PlanT) -> list[str | None]:
+        """The ``wasb`` connection each job reads and writes with: its pipeline's."""
+        return [self.hooks.pipeline_of(plan, job).wasb_conn_id for job in self.hooks.jobs(plan)]
+
+    def job_lineage(self, plan: PlanT) -> list[JobLineage]:
+        return self.hooks.lineage(plan)
+
+    def commit(
+        self, plan: PlanT, outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
+    ) -> ReportT:
+        pipelines = self.hooks.pipelines_of(self.hooks.config_of(plan))
+        stores = {self.hooks.name(p): self.checkpoints(p) for p in pipelines}
+        return self.hooks.commit_run(plan, stores, outputs, run_id, announced_since, self.storage)
+
+
+PLAN = "the run's plan"  # where a plan document is read (named in a refusal of it)
 
 
 def failed_jobs(
@@ -424,31 +900,6 @@ def failed_jobs(
     ]
 
 
-def checkpoint_change(
-    kind: str,
-    announced: Callable[[CheckpointT], dict[str, TableMark]],
-    source: Callable[[CheckpointT], str | None],
-    planned_source: str | None,
-    advance: Callable[[CheckpointT, dict[str, TableMark]], CheckpointT],
-    what: str = "feed",
-) -> Callable[[CheckpointT], CheckpointT]:
-    """The compare-and-set change of a commit step (pure: it may run again after a conflict). A backfill
-    only records the ``announced`` marks (:meth:`Announcer.marks`); so does a scheduled run whose checkpoint was reset to another source
-    (``source(checkpoint)`` is not ``planned_source``) while it ran; otherwise ``advance`` moves it."""
-
-    def change(checkpoint: CheckpointT) -> CheckpointT:
-        marks = announced(checkpoint)
-        if kind == BACKFILL:
-            return cast(CheckpointT, checkpoint.moved(announced=marks))
-        recorded = source(checkpoint)
-        if kind == SCHEDULED and recorded not in (None, planned_source):
-            log.warning("the checkpoint was reset to another %s (%s) while this run ran: not moving it", what, recorded)
-            return cast(CheckpointT, checkpoint.moved(announced=marks))
-        return advance(checkpoint, marks)
-
-    return change
-
-
 def summed(summaries: Iterable[SummaryT], summary_type: type[SummaryT]) -> dict[str, int]:
     """The jobs' counts (the :func:`~lakefeed.documents.counted` fields of ``summary_type``), added up, by
     field name (a report's :func:`~lakefeed.documents.totals`)."""
@@ -459,100 +910,3 @@ def summed(summaries: Iterable[SummaryT], summary_type: type[SummaryT]) -> dict[
 def spark_seconds(summaries: Iterable[JobSummary]) -> float:
     """The Spark time the jobs reported, in seconds."""
     return round(sum(sum(s.seconds.values()) for s in summaries), 3)
-
-
-# -- a feed with one checkpoint per configuration (the blob change feed, a CockroachDB sink) --
-
-
-class PipelineConfig(Protocol):
-    """What the skeleton reads of a feed's configuration."""
-
-    @property
-    def wasb_conn_id(self) -> str | None: ...
-
-    @property
-    def checkpoint_variable(self) -> str: ...
-
-
-ConfigT = TypeVar("ConfigT", bound=PipelineConfig)
-PlanT = TypeVar("PlanT")
-
-PLAN = "the run's plan"  # where a plan document is read (named in a refusal of it)
-
-
-def read_plan(plan_type: type[PlanT], planned: Plan) -> PlanT:
-    """The feed's typed plan from its document (the plan task's XCom)."""
-    return from_document(plan_type, planned, PLAN)
-
-
-@dataclass(frozen=True)
-class FeedSteps(Generic[ConfigT, PlanT]):
-    """What a feed with one checkpoint brings to the skeleton: ``plan`` (configuration, checkpoint, params,
-    run, the checkpoint's name, storage → a ``plan_type`` plan), ``commit`` (checkpoint store, plan, job
-    outputs, run id, announced events → run summary), ``config_of`` (the configuration a plan carries),
-    ``arguments`` (each job's command line) and ``lineage`` (what each job reads and writes)."""
-
-    plan: Callable[[ConfigT, Any, dict[str, Any], RunContext, str, Storage], PlanT]
-    commit: Callable[[CheckpointStore, PlanT, JobOutputs, str, AnnouncedSince], Summary]
-    plan_type: type[PlanT]
-    config_of: Callable[[PlanT], ConfigT]
-    arguments: Callable[[PlanT], list[list[str]]]
-    lineage: Callable[[PlanT], list[JobLineage]]
-
-
-@dataclass(frozen=True)
-class OneCheckpointFeed(Generic[ConfigT, PlanT]):
-    """A :class:`Feed` whose configuration has one checkpoint, from the feed's ``steps``: ``config`` reads the
-    configuration (once, at the plan), ``checkpoints`` opens a configuration's checkpoint store, ``storage``
-    opens feeds and tables. Plans cross to the later tasks as documents (:mod:`lakefeed.documents`)."""
-
-    config: Callable[[], ConfigT]
-    checkpoints: Callable[[ConfigT], CheckpointStore]
-    steps: FeedSteps[ConfigT, PlanT]
-    storage: Storage = LOCAL
-
-    def plan(self, params: Mapping[str, Any], run: RunContext) -> Plan:
-        config = self.config()
-        store = self.checkpoints(config)
-        with self.storage.scope(config.wasb_conn_id):
-            planned = self.steps.plan(config, store.load(), dict(params), run, store.where, self.storage)
-        return to_document(planned)
-
-    def job_arguments(self, planned: Plan) -> list[list[str]]:
-        return self.steps.arguments(read_plan(self.steps.plan_type, planned))
-
-    def job_connections(self, planned: Plan) -> list[str | None]:
-        plan = read_plan(self.steps.plan_type, planned)
-        return [self.steps.config_of(plan).wasb_conn_id] * len(self.steps.arguments(plan))
-
-    def job_lineage(self, planned: Plan) -> list[JobLineage]:
-        return self.steps.lineage(read_plan(self.steps.plan_type, planned))
-
-    def commit(
-        self, planned: Plan, outputs: JobOutputs, run_id: str, announced_since: AnnouncedSince = nothing_announced
-    ) -> Summary:
-        plan = read_plan(self.steps.plan_type, planned)
-        config = self.steps.config_of(plan)
-        with self.storage.scope(config.wasb_conn_id):
-            return self.steps.commit(self.checkpoints(config), plan, outputs, run_id, announced_since)
-
-
-def announced_report(
-    summaries: Iterable[JobSummary], announcer: Announcer, targets_changed: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The :class:`RunReport` figures every feed reports alike: Spark time, the asset events of the targets
-    the run changed, and how many ledger entries a later commit step announces instead."""
-    return {
-        "spark_seconds": spark_seconds(summaries),
-        "targets_changed": targets_changed,
-        "announcements_deferred": announcer.deferred,
-    }
-
-
-def finished(report: RunReport, failed: list[dict[str, Any]], total: int, position: str | None) -> Summary:
-    """Log the run summary; fail the commit step (keeping the summary) when any of the ``total`` jobs failed.
-    Returns the summary's document."""
-    document = to_document(report)
-    log.info("run summary: %s", json.dumps(document, indent=2))
-    fail_if_any_failed(failed, total, position, document)
-    return document

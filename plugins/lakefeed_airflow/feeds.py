@@ -11,25 +11,21 @@ from dataclasses import dataclass
 
 from lakefeed.blob import monitoring as blob_monitoring
 from lakefeed.blob import pipeline as blob_pipeline
+from lakefeed.blob.checkpoint import BlobCheckpoint
 from lakefeed.cdf import monitoring as cdf_monitoring
-from lakefeed.cdf.pipeline import CdfFeed
+from lakefeed.cdf import pipeline as cdf_pipeline
+from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.crdb import monitoring as crdb_monitoring
 from lakefeed.crdb import pipeline as crdb_pipeline
+from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.monitor import Watched
-from lakefeed.pipeline import OneCheckpointFeed
-from lakefeed_airflow.settings import (
-    blob_checkpoint_store,
-    blob_config,
-    cdf_checkpoint_store,
-    cdf_config,
-    crdb_checkpoint_store,
-    crdb_config,
-)
+from lakefeed.pipeline import Feed
+from lakefeed_airflow.settings import VariableCell, blob_config, cdf_config, checkpoint_store, crdb_config
 from lakefeed_airflow.wasb_feed import AIRFLOW_STORAGE
 
-BLOB = OneCheckpointFeed(blob_config, blob_checkpoint_store, blob_pipeline.STEPS, AIRFLOW_STORAGE)
-CDF = CdfFeed(cdf_config, cdf_checkpoint_store, AIRFLOW_STORAGE)
-CRDB = OneCheckpointFeed(crdb_config, crdb_checkpoint_store, crdb_pipeline.STEPS, AIRFLOW_STORAGE)
+BLOB = Feed(blob_pipeline.HOOKS, blob_config, VariableCell, AIRFLOW_STORAGE)
+CDF = Feed(cdf_pipeline.HOOKS, cdf_config, VariableCell, AIRFLOW_STORAGE)
+CRDB = Feed(crdb_pipeline.HOOKS, crdb_config, VariableCell, AIRFLOW_STORAGE)
 
 BLOB_COMMIT_TASK_ID = "commit_checkpoint"
 CDF_COMMIT_TASK_ID = "commit_checkpoints"
@@ -50,17 +46,17 @@ class Wired:
 
 def _blob_watched() -> list[Watched]:
     config = blob_config(orm=True)
-    return blob_monitoring.watched(config, blob_checkpoint_store(config, orm=True), AIRFLOW_STORAGE)
+    return blob_monitoring.watched(config, checkpoint_store(config, BlobCheckpoint, orm=True), AIRFLOW_STORAGE)
 
 
 def _cdf_watched() -> list[Watched]:
     config = cdf_config(orm=True)
-    return cdf_monitoring.watched(config, lambda p: cdf_checkpoint_store(p, config, orm=True), AIRFLOW_STORAGE)
+    return cdf_monitoring.watched(config, lambda p: checkpoint_store(p, CdfCheckpoint, orm=True), AIRFLOW_STORAGE)
 
 
 def _crdb_watched() -> list[Watched]:
     config = crdb_config(orm=True)
-    return crdb_monitoring.watched(config, crdb_checkpoint_store(config, orm=True), AIRFLOW_STORAGE)
+    return crdb_monitoring.watched(config, checkpoint_store(config, CrdbCheckpoint, orm=True), AIRFLOW_STORAGE)
 
 
 WIRED = (

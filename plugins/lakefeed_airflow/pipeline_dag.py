@@ -4,7 +4,8 @@
                                                    (every task) → fail_run_if_a_task_failed
 
 Each pipeline brings its sensor and its feed (:class:`lakefeed.pipeline.Feed`: ``plan(params, run)``,
-``job_arguments(planned)``, ``job_connections(planned)``, ``job_lineage(planned)``, ``commit(planned, outputs, run_id, announced_since)``).
+``job_arguments(plan)``, ``job_connections(plan)``, ``job_lineage(plan)``, ``commit(plan, outputs, run_id,
+announced_since)``; the plan crosses to the later tasks as its document, read back with ``read_plan``).
 Only the plan reads the configuration
 (and the checkpoint) when it runs, and carries the configuration in its XCom (``config``): the job
 arguments, the Spark settings and timeout, the ``wasb`` connection and the commit step all come from
@@ -34,6 +35,7 @@ from typing import Any
 from airflow.sdk import Asset, AssetAlias, BaseOperator, get_current_context, task
 
 from lakefeed.assets import ALIASES, announced_in
+from lakefeed.documents import to_document
 from lakefeed.ledger import AnnouncedSince, IsAnnounced
 from lakefeed.pipeline import Feed
 from lakefeed.spark import delta_package
@@ -86,7 +88,7 @@ def _lineage() -> ModuleType | None:
 def wire_pipeline(
     *,
     sensor: BaseOperator,
-    feed: Feed,
+    feed: Feed[Any, Any, Any, Any],
     plan_task_id: str,
     apply_task_id: str,
     commit_task_id: str,
@@ -112,7 +114,7 @@ def wire_pipeline(
         run = run_context(context)
         with refusals_fail_the_task():
             try:
-                return feed.plan(params or {}, run)
+                return to_document(feed.plan(params or {}, run))
             except WindowNotReadyError as exc:
                 if run.is_airflow_backfill:
                     # Nothing applied, and not "up to date": said in the log, and kept for the monitor's row.
@@ -126,11 +128,12 @@ def wire_pipeline(
     def spark_arguments(planned: dict) -> list[dict]:
         """One submission per job: its ``application_args``, the ``wasb`` connection it runs with and the
         datasets it reads and writes (its lineage)."""
-        arguments = feed.job_arguments(planned)
-        connections = feed.job_connections(planned)
+        plan = feed.read_plan(planned)
+        arguments = feed.job_arguments(plan)
+        connections = feed.job_connections(plan)
         lineage_module = _lineage()
         lineage = (
-            lineage_module.planned_lineage(lambda: feed.job_lineage(planned), connections)
+            lineage_module.planned_lineage(lambda: feed.job_lineage(plan), connections)
             if lineage_module
             else [None] * len(connections)
         )
@@ -157,7 +160,9 @@ def wire_pipeline(
         submissions = ti.xcom_pull(task_ids=ARGUMENTS_TASK_ID) or []
         outputs = job_outputs(ti, apply_task_id, len(submissions))
         with refusals_fail_the_task(), summary_kept_on_failure(ti), turn(Registers(ti, commit_task_id), run_id):
-            report = feed.commit(planned, outputs, run_id, recorded_events(lambda: inlet_events[alias]))
+            report = to_document(
+                feed.commit(feed.read_plan(planned), outputs, run_id, recorded_events(lambda: inlet_events[alias]))
+            )
         emit_asset_events(outlet_events[alias], report)
         lineage_module = _lineage()
         if lineage_module:

@@ -13,11 +13,9 @@ from __future__ import annotations
 import json
 import logging
 
-from lakefeed.blob.checkpoint import BlobCheckpoint
-from lakefeed.cdf.checkpoint import CdfCheckpoint
-from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import BlobPipelineConfig, CdfConfig, CdfPipeline, CrdbConfig
-from lakefeed.crdb.checkpoint import CrdbCheckpoint
+from lakefeed.checkpoint_store import CheckpointKind, CheckpointStore
+from lakefeed.config import BlobPipelineConfig, CdfConfig, CrdbConfig
+from lakefeed.pipeline import PipelineConfig
 
 log = logging.getLogger(__name__)
 
@@ -77,16 +75,9 @@ def crdb_config(orm: bool = False) -> CrdbConfig:
     return CrdbConfig.from_json(_variable(CRDB_CONFIG_VARIABLE, orm), f"Variable {CRDB_CONFIG_VARIABLE}")
 
 
-def blob_checkpoint_store(config: BlobPipelineConfig, orm: bool = False) -> CheckpointStore:
-    return CheckpointStore(VariableCell(config.checkpoint_variable, orm), BlobCheckpoint)
-
-
-def cdf_checkpoint_store(pipeline: CdfPipeline, config: CdfConfig, orm: bool = False) -> CheckpointStore:
-    return CheckpointStore(VariableCell(pipeline.checkpoint_variable, orm), CdfCheckpoint)
-
-
-def crdb_checkpoint_store(config: CrdbConfig, orm: bool = False) -> CheckpointStore:
-    return CheckpointStore(VariableCell(config.checkpoint_variable, orm), CrdbCheckpoint)
+def checkpoint_store(pipeline: PipelineConfig, kind: CheckpointKind, orm: bool = False) -> CheckpointStore:
+    """A pipeline's checkpoint, of type ``kind``, in the Variable its configuration names."""
+    return CheckpointStore(VariableCell(pipeline.checkpoint_variable, orm), kind)
 
 
 class ConfigMacros:

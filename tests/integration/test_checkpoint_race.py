@@ -23,15 +23,17 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import CdfPipeline
-from lakefeed.cdf.pipeline import pipeline_change
-from lakefeed.cdf.run_plan import CdfJob, PipelinePlan
+from lakefeed.config import CdfConfig, CdfPipeline
+from lakefeed.cdf.pipeline import HOOKS
+from lakefeed.cdf.run_plan import CdfJob, CdfPlan, PipelinePlan
+from lakefeed.pipeline import PipelinePart
 from lakefeed.cdf.summary import CdfSummary
 from lakefeed_airflow.settings import VariableCell
 from lakefeed_airflow.turns import Ticket, turn
 
 kind, everyone, runs = sys.argv[2], sys.argv[3].split(","), int(sys.argv[4])
 pipeline = CdfPipeline(name="race", source_table="/src", target_table="/nonexistent-target", keys=["id"])
+config = CdfConfig(pipelines=[pipeline])
 store = CheckpointStore(VariableCell("lakefeed_cdf_checkpoint__race", orm=True), CdfCheckpoint)
 
 
@@ -60,7 +62,10 @@ for run in range(runs):
         done = {i: finished(job) for i, job in mine[: 2 * run + int(kind[-1])]}
         plan = PipelinePlan(kind="scheduled", origin=0, latest=40, source_table_id="s-1", applied_before=None)
     with turn(VariableRegisters(), kind, poll=0.01):
-        before, after = store.update(pipeline_change(plan, mine, done, pipeline, f"{kind}-{run}", lambda cp: cp.announced))
+        planned = CdfPlan(kind=plan.kind, jobs=[job for _, job in mine], pipelines={"race": plan}, config=config)
+        part = PipelinePart("race", pipeline, plan.kind, [i for i, _ in mine], None, plan.source_table_id)
+        change = HOOKS.change(planned, part, done, lambda cp: cp.announced, f"{kind}-{run}")
+        before, after = store.update(change)
     VariableRegisters().push(Ticket(kind))  # the step's task instance ends: no longer running
     if after != before:
         writes.append([before.applied_version, after.applied_version, after.generation])

@@ -93,7 +93,7 @@ def test_sensors_and_triggers_depend_on_the_library_not_on_the_wired_feeds() -> 
 # The parts every feed package has, and what the skeleton, the sensors and the monitor call in each.
 FEED_PARTS = {
     "checkpoint": (),
-    "pipeline": ("plan", "commit", "job_arguments", "planned_config"),
+    "pipeline": (),  # its FeedHooks: test_every_feed_plugs_its_hooks_into_the_sequences
     "run_plan": (),
     "summary": (),
     "readiness": ("watch", "ready"),
@@ -114,3 +114,20 @@ def test_every_feed_package_has_the_same_parts(feed: str) -> None:
         defined = {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
         missing += [f"{part}.{name}" for name in names if name not in defined]
     assert missing == []
+
+
+@pytest.mark.parametrize("feed", FEEDS)
+def test_every_feed_plugs_its_hooks_into_the_sequences(feed: str) -> None:
+    """A feed's plan and commit are the skeleton's sequences: its pipeline module brings hooks, not steps."""
+    import importlib
+
+    from lakefeed.pipeline import FeedHooks
+
+    module = importlib.import_module(f"lakefeed.{feed}.pipeline")
+    assert isinstance(module.HOOKS, FeedHooks)
+    overridden = {
+        name
+        for name in ("plan_run", "commit_run", "_plan_pipeline", "_commit_pipeline", "change")
+        if name in vars(type(module.HOOKS))
+    }
+    assert overridden == set()

@@ -52,6 +52,11 @@ class BlobCheckpoint(Moves):
     generation: int = 0
     updated_by: str | None = None
 
+    @property
+    def identity(self) -> str | None:
+        """The feed it was made on (its storage identity)."""
+        return self.feed
+
     def to_json(self) -> str:
         return dump_document(
             "blob_changefeed",

@@ -35,6 +35,11 @@ class CdfCheckpoint(Moves):
     generation: int = 0
     updated_by: str | None = None
 
+    @property
+    def identity(self) -> str | None:
+        """The source table it was made on (its Delta table id)."""
+        return self.source_id
+
     def to_json(self) -> str:
         return dump_document(
             "delta_cdf",

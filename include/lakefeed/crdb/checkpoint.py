@@ -30,6 +30,11 @@ class CrdbCheckpoint(Moves):
     generation: int = 0
     updated_by: str | None = None
 
+    @property
+    def identity(self) -> str | None:
+        """The sink it was made on (its storage identity)."""
+        return self.sink
+
     def to_json(self) -> str:
         return dump_document(
             "cockroach_changefeed",

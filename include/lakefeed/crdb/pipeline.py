@@ -1,5 +1,5 @@
 """The CockroachDB changefeed in the pipeline skeleton (:mod:`lakefeed.pipeline`): plan resolved ranges,
-spark-submit arguments, checkpoint commit (:class:`CrdbFeed`).
+spark-submit arguments, checkpoint commit (:class:`CrdbHooks`, on the sequences of :class:`lakefeed.pipeline.FeedHooks`).
 
 Positions are RESOLVED timestamps (:class:`~lakefeed.crdb.hlc.Hlc`); a range ``(after, through]``
 is the data files between the two RESOLVED files. What a run plans depends on its kind
@@ -21,14 +21,15 @@ write (unless the run adopts them: ``adopt_targets``).
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from lakefeed import pipeline as skeleton
 from lakefeed.assets import crdb_changes
 from lakefeed.checkpoint import TableMark, verify_definition, verify_feed
-from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import PROJECT_ROOT, CrdbConfig
 from lakefeed.crdb import topic_tables
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
@@ -37,103 +38,290 @@ from lakefeed.crdb.run_plan import CrdbPlan, ResolvedRange
 from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
 from lakefeed.crdb.summary import CrdbRunReport, CrdbSummary
 from lakefeed.delta import table_location
-from lakefeed.documents import to_document
 from lakefeed.errors import WindowNotReadyError
-from lakefeed.ledger import AnnouncedSince, nothing_announced
 from lakefeed.lineage import COCKROACH, JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import crdb_request
-from lakefeed.targets import current_marks, tables_under, verify_adoptable, verify_own_writes, verify_targets
+from lakefeed.storage import StoreBase
+from lakefeed.targets import current_marks, tables_under, verify_targets
 from lakefeed.times import format_time
 
 log = logging.getLogger(__name__)
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "cockroach_changefeed_job.py")
 ORIGIN = Hlc(0, 0)  # the position before the sink's first file
+DAY = 24 * 3600 * 10**9  # nanoseconds
 RESET_REMEDY = skeleton.reset_remedy(
     "cockroach_changefeed_to_delta",
     "it applies the sink again from its first file into the configured target root and records them",
 )
 
+Span = tuple[Hlc | None, Hlc | None]  # after_resolved, through_resolved as a run's params name them
 
-def plan(
-    config: CrdbConfig,
-    checkpoint: CrdbCheckpoint,
-    params: dict[str, Any],
-    run: skeleton.RunContext,
-    where: str = "lakefeed_crdb_checkpoint",
-    storage: skeleton.Storage = skeleton.LOCAL,
-) -> CrdbPlan:
-    """The resolved ranges this run applies; refuses a request that cannot be served or a checkpoint that
-    does not belong to this sink and these tables."""
-    after, through = (Hlc.parse(stamp) if stamp else None for stamp in crdb_request(params))
-    kind = skeleton.run_kind(run, through is not None, bool(params.get("reset_checkpoint")))
-    store = storage.feed(config.sink_root, config.wasb_conn_id)
-    require_sink(store)
-    target_root = root_of(config.target_root)
-    if kind == SCHEDULED:
-        verify_feed(checkpoint.sink, store.identity, where, RESET_REMEDY)
-        verify_definition("target_root", recorded_root(checkpoint), target_root, where, RESET_REMEDY)
-        verify_targets(
-            checkpoint.targets,
-            {f"topic {location.rsplit('/', 1)[-1]}": location for location in checkpoint.targets},
-            where,
-            RESET_REMEDY,
-        )
-        if not params.get("adopt_targets"):
-            verify_own_writes(checkpoint.targets, config.checkpoint_variable, where, skeleton.ADOPT, RESET_REMEDY)
-    if (
-        kind != BACKFILL
-        and (kind == RESET or (checkpoint.resolved is None and not checkpoint.targets))
-        and not params.get("adopt_targets")
-    ):
-        verify_adoptable(tables_under(config.target_root), config.checkpoint_variable, where, "adopt_targets")
-    cursor = Hlc.parse(checkpoint.resolved) if kind == SCHEDULED and checkpoint.resolved else None
-    if kind == BACKFILL and run.is_airflow_backfill:
-        interval_start, interval_end = run.interval
-        since = Hlc(int(interval_start.timestamp() * 1e9), 0)
-        resolved = [f.timestamp for f in list_sink(store, Hlc(since.wall - 24 * 3600 * 10**9, 0)) if f.kind == RESOLVED]
-        hour_end = Hlc(int(interval_end.timestamp() * 1e9), 0)
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a run applies: from ``after`` (None: the sink's first file) through each RESOLVED timestamp
+    of ``stamps`` in order (a range ``(after, through]`` is the data files between two RESOLVED files)."""
+
+    kind: str
+    after: Hlc | None
+    stamps: list[Hlc]
+
+
+class CrdbHooks(
+    skeleton.FeedHooks[
+        Span,
+        CrdbConfig,
+        CrdbConfig,
+        CrdbCheckpoint,
+        StoreBase,
+        Resolved,
+        ResolvedRange,
+        CrdbSummary,
+        CrdbPlan,
+        CrdbRunReport,
+    ]
+):
+    """A CockroachDB changefeed's cloud storage sink in the skeleton: RESOLVED ranges, ``resolved_per_batch``
+    to a spark-submit. The checkpoint records the ``target_root`` it was made with: a run refuses a moved
+    target root."""
+
+    plan_type = CrdbPlan
+    checkpoint_type = CrdbCheckpoint
+    summary_type = CrdbSummary
+    noun = "sink"
+
+    def config_of(self, plan: CrdbPlan) -> CrdbConfig:
+        return plan.config
+
+    def remedy(self, pipeline: CrdbConfig) -> str:
+        return RESET_REMEDY
+
+    def targets(self, pipeline: CrdbConfig) -> list[str]:
+        return tables_under(pipeline.target_root)
+
+    # -- plan --
+
+    def request(self, params: Mapping[str, Any], config: CrdbConfig) -> skeleton.Request[Span]:
+        after, through = (Hlc.parse(stamp) if stamp else None for stamp in crdb_request(dict(params)))
+        return skeleton.Request.of(params, (after, through), through is not None, bool(params.get("reset_checkpoint")))
+
+    def open(
+        self, pipeline: CrdbConfig, checkpoint: CrdbCheckpoint, kind: str, where: str, storage: skeleton.Storage
+    ) -> StoreBase:
+        store = storage.feed(pipeline.sink_root, pipeline.wasb_conn_id)
+        require_sink(store)
+        return store
+
+    def verify(self, pipeline: CrdbConfig, checkpoint: CrdbCheckpoint, source: StoreBase, where: str) -> None:
+        verify_feed(checkpoint.sink, source.identity, where, RESET_REMEDY)
+        verify_definition("target_root", recorded_root(checkpoint), root_of(pipeline.target_root), where, RESET_REMEDY)
+        topics = {f"topic {location.rsplit('/', 1)[-1]}": location for location in checkpoint.targets}
+        verify_targets(checkpoint.targets, topics, where, RESET_REMEDY)
+
+    def pending(
+        self,
+        pipeline: CrdbConfig,
+        source: StoreBase,
+        checkpoint: CrdbCheckpoint,
+        request: skeleton.Request[Span],
+        run: skeleton.RunContext,
+    ) -> Resolved:
+        cursor = Hlc.parse(checkpoint.resolved) if checkpoint.resolved else None
+        return Resolved(SCHEDULED, cursor, _resolved_after(source, cursor))
+
+    def in_range(self, pipeline: CrdbConfig, source: StoreBase, request: skeleton.Request[Span]) -> Resolved:
+        after, through = request.asked
+        assert through is not None  # the params name a range: that made it a backfill
+        listed = {f.timestamp for f in list_sink(source, after or through) if f.kind == RESOLVED}
+        missing = [str(stamp) for stamp in (after, through) if stamp is not None and stamp not in listed]
+        if missing:
+            raise WindowNotReadyError(f"{source.root} has no RESOLVED file at {', '.join(missing)}")
+        return Resolved(BACKFILL, after, [through])
+
+    def in_interval(self, pipeline: CrdbConfig, source: StoreBase, start: datetime, end: datetime) -> Resolved:
+        """From the last RESOLVED file at or before the interval's start to the last one before its end."""
+        since, hour_end = Hlc(int(start.timestamp() * 1e9), 0), Hlc(int(end.timestamp() * 1e9), 0)
+        resolved = [f.timestamp for f in list_sink(source, Hlc(since.wall - DAY, 0)) if f.kind == RESOLVED]
         if not resolved or resolved[-1] < hour_end:
             raise WindowNotReadyError(
                 f"the changefeed has not resolved this run's hour yet: the newest RESOLVED timestamp in "
-                f"{store.root} is {resolved[-1] if resolved else 'none'}, before the hour's end {format_time(interval_end)}"
+                f"{source.root} is {resolved[-1] if resolved else 'none'}, before the hour's end {format_time(end)}"
             )
         before = [r for r in resolved if r <= since]
         inside = [r for r in resolved if r < hour_end]
-        start = before[-1] if before else None
-        batches = [(start, inside[-1])] if inside and (start is None or inside[-1] > start) else []
-    elif kind == BACKFILL:
-        listed = {f.timestamp for f in list_sink(store, after or through) if f.kind == RESOLVED}
-        missing = [str(stamp) for stamp in (after, through) if stamp is not None and stamp not in listed]
-        if missing:
-            raise WindowNotReadyError(f"{store.root} has no RESOLVED file at {', '.join(missing)}")
-        assert through is not None  # the params name a range: that made it a backfill
-        batches = [(after, through)]
-    else:
-        resolved = [
-            f.timestamp
-            for f in list_sink(store, cursor)
-            if f.kind == RESOLVED and (cursor is None or f.timestamp > cursor)
-        ]
-        step = config.resolved_per_batch
-        chosen = resolved[: step * config.max_batches_per_run]
+        after = before[-1] if before else None
+        return Resolved(BACKFILL, after, [inside[-1]] if inside and (after is None or inside[-1] > after) else [])
+
+    def from_origin(self, pipeline: CrdbConfig, source: StoreBase, request: skeleton.Request[Span]) -> Resolved:
+        return Resolved(RESET, None, _resolved_after(source, None))
+
+    def adoptable(self, pipeline: CrdbConfig, checkpoint: CrdbCheckpoint, ready: Resolved) -> list[str]:
+        first = checkpoint.resolved is None and not checkpoint.targets
+        return self.targets(pipeline) if ready.kind == RESET or first else []
+
+    def batch(self, pipeline: CrdbConfig, ready: Resolved) -> list[ResolvedRange]:
+        """``resolved_per_batch`` RESOLVED files to a job, at most ``max_batches_per_run`` jobs."""
+        step = pipeline.resolved_per_batch
+        chosen = ready.stamps if ready.kind == BACKFILL else ready.stamps[: step * pipeline.max_batches_per_run]
         ends = chosen[step - 1 :: step] + ([chosen[-1]] if chosen and len(chosen) % step else [])
-        starts = [cursor] + ends[:-1]
-        batches = list(zip(starts, ends, strict=False))
-    newest = max((f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED), default=None)
-    result = CrdbPlan(
-        kind=kind,
-        batches=[ResolvedRange(str(a) if a else None, str(t)) for a, t in batches],
-        sink=store.identity,
-        resolved_before=checkpoint.resolved,
-        newest_resolved=str(newest) if newest else None,
-        target_root=target_root,
-        target_marks=skeleton.plan_marks(kind, tables_under(config.target_root)),
-        config=config,
-    )
-    log.info("plan: %s", json.dumps(to_document(result)))
-    return result
+        starts = [ready.after] + ends[:-1]
+        return [ResolvedRange(str(a) if a else None, str(t)) for a, t in zip(starts, ends, strict=False)]
+
+    def planned(
+        self,
+        config: CrdbConfig,
+        kind: str,
+        request: skeleton.Request[Span],
+        parts: list[skeleton.Planned[CrdbConfig, CrdbCheckpoint, StoreBase, Resolved, ResolvedRange]],
+    ) -> CrdbPlan:
+        (part,) = parts
+        cursor = part.ready.after if kind == SCHEDULED else None
+        newest = max((f.timestamp for f in list_sink(part.source, cursor) if f.kind == RESOLVED), default=None)
+        return CrdbPlan(
+            kind=kind,
+            batches=part.jobs,
+            sink=part.source.identity,
+            resolved_before=part.checkpoint.resolved,
+            newest_resolved=str(newest) if newest else None,
+            target_root=root_of(config.target_root),
+            target_marks=part.target_marks,
+            config=config,
+        )
+
+    def arguments(self, plan: CrdbPlan) -> list[list[str]]:
+        config = plan.config
+        arguments = []
+        for index, batch in enumerate(plan.batches):
+            args = ["--sink-root", config.sink_root, "--target-root", config.target_root]
+            if batch.after:
+                args += ["--after-resolved", batch.after]
+            args += [
+                "--through-resolved",
+                batch.through,
+                "--late-file-lookback-hours",
+                str(config.late_file_lookback_hours),
+            ]
+            if config.parquet_keys:
+                keys = ";".join(f"{t}={','.join(c)}" for t, c in sorted(config.parquet_keys.items()))
+                args += ["--parquet-keys", keys]
+            if config.quarantine_table:
+                args += ["--quarantine-table", config.quarantine_table]
+            if config.tombstone_retention_hours is not None and index == 0 and plan.kind == SCHEDULED:
+                # the first batch of a scheduled run only (lakefeed.tombstones)
+                args += ["--tombstone-retention-hours", str(config.tombstone_retention_hours)]
+            arguments.append(args + ["--pipeline-id", config.checkpoint_variable])
+        return arguments
+
+    def lineage(self, plan: CrdbPlan) -> list[JobLineage]:
+        """What each batch reads (the sink) and writes (a table per topic under the target root, which its
+        summary names, and the quarantine table)."""
+        config = plan.config
+        quarantine = [config.quarantine_table] if config.quarantine_table else []
+        lineage = JobLineage(COCKROACH, config.checkpoint_variable, [config.sink_root], quarantine, config.target_root)
+        return [lineage] * len(plan.batches)
+
+    # -- commit --
+
+    def jobs(self, plan: CrdbPlan) -> list[ResolvedRange]:
+        return plan.batches
+
+    def pipeline_of(self, plan: CrdbPlan, job: ResolvedRange) -> CrdbConfig:
+        return plan.config
+
+    def belongs(self, plan: CrdbPlan, summary: CrdbSummary, job: ResolvedRange) -> bool:
+        """The summary is of this range, written under the target root the plan named."""
+        return (summary.after_resolved, summary.through_resolved, root_of(summary.target_root or "")) == (
+            job.after,
+            job.through,
+            plan.target_root,
+        )
+
+    def parts(self, plan: CrdbPlan, credited: Mapping[int, CrdbSummary]) -> list[skeleton.PipelinePart[CrdbConfig]]:
+        indices = list(range(len(plan.batches)))
+        config = plan.config
+        return [skeleton.PipelinePart(self.name(config), config, plan.kind, indices, plan.target_marks, plan.sink)]
+
+    def announcing(
+        self, plan: CrdbPlan, part: skeleton.PipelinePart[CrdbConfig], done: Mapping[int, CrdbSummary]
+    ) -> skeleton.Announcing:
+        config = plan.config
+        root = config.target_root.rstrip("/")
+        reported = {
+            (f"{root}/{topic}", figures.target_version): (figures.inserted, figures.updated, figures.deleted)
+            for s in done.values()
+            for topic, figures in s.topics.items()
+            if figures.committed and figures.target_version is not None
+        }
+        return skeleton.Announcing(
+            topic_tables(config.target_root, config.quarantine_table),
+            reported,
+            crdb_changes,
+            # the checkpoint's targets: <target_root as configured>/<topic>
+            lambda location: f"{root}/{location.rstrip('/').rsplit('/', 1)[-1]}",
+        )
+
+    def advance(
+        self,
+        plan: CrdbPlan,
+        part: skeleton.PipelinePart[CrdbConfig],
+        done: Mapping[int, CrdbSummary],
+        checkpoint: CrdbCheckpoint,
+        announced: dict[str, TableMark],
+        run_id: str,
+    ) -> CrdbCheckpoint:
+        kind, config = plan.kind, plan.config
+        stored = Hlc.parse(checkpoint.resolved) if checkpoint.resolved and kind == SCHEDULED else None
+        spans = [(Hlc.parse(b.after) if b.after else ORIGIN, Hlc.parse(b.through)) for b in plan.batches]
+        position = position_after(kind, stored, spans, set(done), origin=ORIGIN)
+        topics = {topic for s in done.values() for topic in s.topics}
+        tables = sorted(
+            set(checkpoint.targets if kind == SCHEDULED else ()) | {f"{config.target_root}/{topic}" for topic in topics}
+        )
+        marks = current_marks(tables) if done or kind == RESET else checkpoint.targets
+        return checkpoint.moved(
+            resolved=None if position in (None, ORIGIN) else str(position),
+            sink=plan.sink,
+            targets=marks,
+            target_root=plan.target_root,
+            announced=announced,
+            updated_by=run_id,
+        )
+
+    def report(
+        self,
+        plan: CrdbPlan,
+        outcomes: list[skeleton.Outcome[CrdbConfig, ResolvedRange, CrdbSummary, CrdbCheckpoint]],
+    ) -> CrdbRunReport:
+        (outcome,) = outcomes
+        done, after, newest = outcome.done, outcome.after, plan.newest_resolved
+        return CrdbRunReport(
+            kind=plan.kind,
+            refused=outcome.refused,
+            batches=len(plan.batches),
+            batches_failed=outcome.failed,
+            totals=outcome.totals,
+            late_files=[f for s in done.values() for f in s.late_files],
+            topics=sorted({topic for s in done.values() for topic in s.topics}),
+            resolved_before=outcome.before.resolved,
+            resolved=after.resolved,
+            newest_resolved=newest,
+            checkpoint_moved=outcome.moved,
+            lag_seconds=round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
+            if newest and after.resolved
+            else None,
+        )
+
+    def position(self, checkpoint: CrdbCheckpoint) -> str | None:
+        return checkpoint.resolved
+
+
+def _resolved_after(store: StoreBase, cursor: Hlc | None) -> list[Hlc]:
+    """The RESOLVED timestamps of the sink after ``cursor`` (all of them without one), in order."""
+    return [
+        f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED and (cursor is None or f.timestamp > cursor)
+    ]
 
 
 def root_of(location: str) -> str:
@@ -150,129 +338,4 @@ def recorded_root(checkpoint: CrdbCheckpoint) -> str | None:
     return parents.pop() if len(parents) == 1 else None
 
 
-def planned_config(planned: CrdbPlan) -> CrdbConfig:
-    """The configuration the run's plan read (never the Variable as it is now)."""
-    return planned.config
-
-
-def job_arguments(planned: CrdbPlan) -> list[list[str]]:
-    """``application_args`` of one spark-submit per batch (the job's command-line contract), from the plan."""
-    config = planned.config
-    arguments = []
-    for index, batch in enumerate(planned.batches):
-        args = ["--sink-root", config.sink_root, "--target-root", config.target_root]
-        if batch.after:
-            args += ["--after-resolved", batch.after]
-        args += [
-            "--through-resolved",
-            batch.through,
-            "--late-file-lookback-hours",
-            str(config.late_file_lookback_hours),
-        ]
-        if config.parquet_keys:
-            args += ["--parquet-keys", ";".join(f"{t}={','.join(c)}" for t, c in sorted(config.parquet_keys.items()))]
-        if config.quarantine_table:
-            args += ["--quarantine-table", config.quarantine_table]
-        if config.tombstone_retention_hours is not None and index == 0 and planned.kind == SCHEDULED:
-            # the first batch of a scheduled run only (lakefeed.tombstones)
-            args += ["--tombstone-retention-hours", str(config.tombstone_retention_hours)]
-        arguments.append(args + ["--pipeline-id", config.checkpoint_variable])
-    return arguments
-
-
-def commit(
-    store: CheckpointStore,
-    planned: CrdbPlan,
-    outputs: skeleton.JobOutputs,
-    run_id: str,
-    announced_since: AnnouncedSince = nothing_announced,
-) -> dict[str, Any]:
-    """Move the checkpoint as the run's kind allows (compare-and-set); report the run; fail if any batch failed.
-    Works from the plan's configuration only."""
-    config = planned.config
-    batches = planned.batches
-    summaries = outputs.credited(
-        batches,
-        CrdbSummary,
-        lambda s, b: (
-            (s.after_resolved, s.through_resolved, root_of(s.target_root or ""))
-            == (b.after, b.through, planned.target_root)
-        ),
-    )
-    kind = planned.kind
-    targets_now = tables_under(config.target_root)
-    skeleton.credit(
-        summaries, kind, planned.target_marks, targets_now, config.checkpoint_variable, store.where, RESET_REMEDY
-    )
-    spans = [(Hlc.parse(b.after) if b.after else ORIGIN, Hlc.parse(b.through)) for b in batches]
-    topics = sorted({topic for s in summaries.values() for topic in s.topics})
-    failed = skeleton.failed_jobs(enumerate(batches), summaries, outputs.refused)
-    root = config.target_root.rstrip("/")
-    reported = {
-        (f"{root}/{topic}", figures.target_version): (figures.inserted, figures.updated, figures.deleted)
-        for s in summaries.values()
-        for topic, figures in s.topics.items()
-        if figures.committed and figures.target_version is not None
-    }
-    announcer = skeleton.Announcer(
-        topic_tables(config.target_root, config.quarantine_table),
-        config.checkpoint_variable,
-        announce=not failed,
-        reported=reported,
-        announced_since=announced_since,
-        # the checkpoint's targets: <target_root as configured>/<topic>
-        table_key=lambda location: f"{root}/{location.rstrip('/').rsplit('/', 1)[-1]}",
-    )
-
-    def advance(checkpoint: CrdbCheckpoint, announced: dict[str, TableMark]) -> CrdbCheckpoint:
-        stored = Hlc.parse(checkpoint.resolved) if checkpoint.resolved and kind == SCHEDULED else None
-        position = position_after(kind, stored, spans, set(summaries), origin=ORIGIN)
-        tables = sorted(
-            set(checkpoint.targets if kind == SCHEDULED else ()) | {f"{config.target_root}/{topic}" for topic in topics}
-        )
-        marks = current_marks(tables) if summaries or kind == RESET else checkpoint.targets
-        return checkpoint.moved(
-            resolved=None if position in (None, ORIGIN) else str(position),
-            sink=planned.sink,
-            targets=marks,
-            target_root=planned.target_root,
-            announced=announced,
-            updated_by=run_id,
-        )
-
-    change = skeleton.checkpoint_change(
-        kind, announcer.marks, lambda checkpoint: checkpoint.sink, planned.sink, advance, "sink"
-    )
-    before, after = store.update(change)
-    newest = planned.newest_resolved
-    report = CrdbRunReport(
-        kind=kind,
-        batches=len(batches),
-        batches_failed=failed,
-        totals=skeleton.summed(summaries.values(), CrdbSummary),
-        late_files=[f for s in summaries.values() for f in s.late_files],
-        topics=topics,
-        resolved_before=before.resolved,
-        resolved=after.resolved,
-        newest_resolved=newest,
-        checkpoint_moved=not after.same_position(before),
-        lag_seconds=round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
-        if newest and after.resolved
-        else None,
-        **skeleton.announced_report(summaries.values(), announcer, crdb_changes(announcer.entries)),
-    )
-    return skeleton.finished(report, failed, len(batches), after.resolved)
-
-
-def job_lineage(planned: CrdbPlan) -> list[JobLineage]:
-    """What each batch reads (the sink) and writes (a table per topic under the target root, which its
-    summary names, and the quarantine table), from the plan."""
-    config = planned.config
-    quarantine = [config.quarantine_table] if config.quarantine_table else []
-    lineage = JobLineage(COCKROACH, config.checkpoint_variable, [config.sink_root], quarantine, config.target_root)
-    return [lineage] * len(planned.batches)
-
-
-STEPS: skeleton.FeedSteps[CrdbConfig, CrdbPlan] = skeleton.FeedSteps(
-    plan, commit, CrdbPlan, planned_config, job_arguments, job_lineage
-)
+HOOKS = CrdbHooks()

@@ -22,10 +22,14 @@ from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigErro
 from lakefeed.pipeline import RunContext
 from lakefeed.storage import Store
 from lakefeed_airflow.triggers import sources_behind
-from tests.cells import file_store, job_outputs
+from tests.cells import commit_plan, file_store, job_outputs
 
 DAG = "delta_cdf_to_delta"
 CDF_ON = {"delta.enableChangeDataFeed": "true"}
+
+
+def plan(config, checkpoints, params, run_context):
+    return cdf_pipeline.HOOKS.plan_run(config, checkpoints, params, run_context)
 
 
 def run(run_id="scheduled__1", run_type="scheduled", start=None, end=None):
@@ -65,17 +69,17 @@ def checkpoints(store):
 def finish(planned, index, **extra):
     job = planned.jobs[index]
     summary = {"mode": job.mode, "startingVersion": job.first, "endingVersion": job.last, "latestVersion": job.last}
-    pipeline = cdf_pipeline.planned_config(planned).pipeline(job.pipeline)
+    pipeline = cdf_pipeline.HOOKS.config_of(planned).pipeline(job.pipeline)
     summary |= {"source": pipeline.source_table, "target": pipeline.target_table}
     job_outputs(planned).summaries[index] = {**summary, "inserted": 1, **extra}
 
 
 def commit(config, store, planned, run_id="r"):
-    return cdf_pipeline.commit({"orders": store}, planned, job_outputs(planned), run_id)
+    return commit_plan(cdf_pipeline.HOOKS, {"orders": store}, planned, job_outputs(planned), run_id)
 
 
 def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(config, store):
-    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
+    planned = plan(config, checkpoints(store), {}, run())
     assert [(j["start"], j["end"]) for j in to_document(planned)["jobs"]] == [(0, 2), (3, 5), (6, 7)]
     assert (
         to_document(planned)["pipelines"]["orders"]["kind"] == "scheduled"
@@ -87,7 +91,7 @@ def test_first_run_reads_the_change_feed_from_version_0_and_records_the_source(c
     after = store.load()
     assert after.applied_version == 7 and report["pipelines"]["orders"]["lagVersions"] == 0
     assert after.source_id == DeltaLog(Store(config.pipelines[0].source_table)).table_id()
-    args = cdf_pipeline.job_arguments(planned)
+    args = cdf_pipeline.HOOKS.arguments(planned)
     assert args[1][-6:] == [
         "--starting-version",
         "3",
@@ -107,7 +111,7 @@ def test_first_run_of_a_source_whose_change_feed_came_late_is_a_full_refresh(tmp
             )
         ]
     )
-    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
+    planned = plan(config, checkpoints(store), {}, run())
     assert to_document(planned)["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 1}]
     assert to_document(planned)["pipelines"]["orders"]["kind"] == "reset"
     finish(planned, 0)
@@ -116,7 +120,7 @@ def test_first_run_of_a_source_whose_change_feed_came_late_is_a_full_refresh(tmp
 
 
 def test_a_backfill_before_the_first_run_creates_no_checkpoint(config, store):
-    planned = cdf_pipeline.plan(
+    planned = plan(
         config,
         checkpoints(store),
         {"pipeline": "orders", "starting_version": 4, "ending_version": 5},
@@ -127,7 +131,7 @@ def test_a_backfill_before_the_first_run_creates_no_checkpoint(config, store):
     report = commit(config, store, planned)
     assert store.load() == CdfCheckpoint() and report["pipelines"]["orders"]["appliedVersion"] is None
     # ... so the scheduled run after it still starts at version 0.
-    assert to_document(cdf_pipeline.plan(config, checkpoints(store), {}, run("s2")))["jobs"][0]["start"] == 0
+    assert to_document(plan(config, checkpoints(store), {}, run("s2")))["jobs"][0]["start"] == 0
 
 
 def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_version(config, store):
@@ -138,17 +142,13 @@ def test_a_full_refresh_at_an_older_version_sets_the_checkpoint_to_exactly_that_
             source=config.pipelines[0].source_table,
         )
     )
-    planned = cdf_pipeline.plan(
-        config, checkpoints(store), {"full_refresh": True, "ending_version": 3}, run("manual__2", "manual")
-    )
+    planned = plan(config, checkpoints(store), {"full_refresh": True, "ending_version": 3}, run("manual__2", "manual"))
     assert to_document(planned)["jobs"] == [{"pipeline": "orders", "mode": "full-refresh", "version": 3}]
     finish(planned, 0, sourceTableId=store.load().source_id)
     report = commit(config, store, planned)
     assert store.load().applied_version == 3
     assert report["pipelines"]["orders"]["checkpointReset"] == {"from": 7, "to": 3}
-    assert [
-        (j["start"], j["end"]) for j in to_document(cdf_pipeline.plan(config, checkpoints(store), {}, run("s")))["jobs"]
-    ] == [
+    assert [(j["start"], j["end"]) for j in to_document(plan(config, checkpoints(store), {}, run("s")))["jobs"]] == [
         (4, 6),
         (7, 7),
     ]
@@ -180,7 +180,7 @@ def test_ranges_a_full_refresh_replaced_after_they_committed_are_not_credited(co
     6..7 never reached the rebuilt target."""
     source_id = DeltaLog(Store(config.pipelines[0].source_table)).table_id()
     store.update(lambda cp: cp.moved(applied_version=1, source_id=source_id, source=config.pipelines[0].source_table))
-    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run("scheduled__2"))
+    planned = plan(config, checkpoints(store), {}, run("scheduled__2"))
     assert [(j["start"], j["end"]) for j in to_document(planned)["jobs"]] == [(2, 4), (5, 7)]
     target_commit(config, startingVersion=2, endingVersion=4)  # target v0: job 0's MERGE
     finish(planned, 0, targetVersion=0, sourceTableId=source_id)
@@ -205,14 +205,14 @@ def test_ranges_a_full_refresh_replaced_after_they_committed_are_not_credited(co
 
 def test_a_failed_full_refresh_leaves_the_checkpoint(config, store):
     store.update(lambda cp: cp.moved(applied_version=7))
-    planned = cdf_pipeline.plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
+    planned = plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
     with pytest.raises(RuntimeError, match="1 of 1"):
         commit(config, store, planned)
     assert store.load().applied_version == 7
 
 
 def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(config, store, tmp_path):
-    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
+    planned = plan(config, checkpoints(store), {}, run())
     for index in range(3):
         finish(planned, index)
     commit(config, store, planned)
@@ -223,7 +223,7 @@ def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(config, st
         CheckpointMismatchError,
         match=f"source table {source} is table .* but the table there now.*pipeline=orders and full_refresh=true",
     ):
-        cdf_pipeline.plan(config, checkpoints(store), {}, run("s2"))
+        plan(config, checkpoints(store), {}, run("s2"))
     watched = [
         {
             "name": "orders",
@@ -235,21 +235,21 @@ def test_a_recreated_source_is_refused_naming_it_until_a_full_refresh(config, st
     ]
     with pytest.raises(CheckpointMismatchError, match="dropped and recreated"):
         sources_behind(watched)  # the sensor refuses too, instead of waiting forever for version 8
-    refresh = cdf_pipeline.plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
+    refresh = plan(config, checkpoints(store), {"full_refresh": True}, run("m", "manual"))
     finish(refresh, 0, sourceTableId=DeltaLog(Store(source)).table_id())
     commit(config, store, refresh)
     assert store.load().applied_version == 2 and store.load().source_id == DeltaLog(Store(source)).table_id()
-    assert to_document(cdf_pipeline.plan(config, checkpoints(store), {}, run("s3")))["jobs"] == []
+    assert to_document(plan(config, checkpoints(store), {}, run("s3")))["jobs"] == []
 
 
 def test_a_checkpoint_ahead_of_the_source_or_of_another_source_is_refused(config, store):
     source_id = DeltaLog(Store(config.pipelines[0].source_table)).table_id()
     ahead = {"orders": CdfCheckpoint(applied_version=20, source_id=source_id)}
     with pytest.raises(ChangeDataError, match="up to 20 .* latest version is 7: the table was replaced"):
-        cdf_pipeline.plan(config, ahead, {}, run())
+        plan(config, ahead, {}, run())
     other = {"orders": CdfCheckpoint(applied_version=2, source="/elsewhere")}
     with pytest.raises(CheckpointMismatchError, match="made reading /elsewhere"):
-        cdf_pipeline.plan(config, other, {}, run())
+        plan(config, other, {}, run())
 
 
 @pytest.mark.parametrize(
@@ -266,7 +266,7 @@ def test_a_checkpoint_ahead_of_the_source_or_of_another_source_is_refused(config
 )
 def test_bad_params_are_refused(config, store, params, error, message):
     with pytest.raises(error, match=message):
-        cdf_pipeline.plan(config, checkpoints(store), params, run("m", "manual"))
+        plan(config, checkpoints(store), params, run("m", "manual"))
 
 
 def test_several_pipelines_need_the_pipeline_param_for_a_backfill(config, store, tmp_path):
@@ -279,7 +279,7 @@ def test_several_pipelines_need_the_pipeline_param_for_a_backfill(config, store,
         ]
     )
     with pytest.raises(ConfigError, match="names its pipeline: choose one of orders, b"):
-        cdf_pipeline.plan(two, {"orders": store.load(), "b": store.load()}, {"full_refresh": True}, run("m", "manual"))
+        plan(two, {"orders": store.load(), "b": store.load()}, {"full_refresh": True}, run("m", "manual"))
 
 
 def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interval(config, store):
@@ -288,12 +288,12 @@ def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interv
     def moment(version):
         return datetime.fromtimestamp(delta_log.commit_timestamp(version) / 1000, tz=UTC)
 
-    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run("backfill__1", "backfill", moment(2), moment(6)))
+    planned = plan(config, checkpoints(store), {}, run("backfill__1", "backfill", moment(2), moment(6)))
     assert planned.kind == "backfill" and [(j["start"], j["end"]) for j in to_document(planned)["jobs"]] == [
         (2, 4),
         (5, 5),
     ]
-    empty = cdf_pipeline.plan(
+    empty = plan(
         config,
         checkpoints(store),
         {},
@@ -303,7 +303,7 @@ def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interv
     # An hour that has not ended, with nothing committed in it yet: not ready, not an empty range.
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     with pytest.raises(WindowNotReadyError, match="the hour has not ended"):
-        cdf_pipeline.plan(config, checkpoints(store), {}, run("b3", "backfill", hour, hour + timedelta(hours=1)))
+        plan(config, checkpoints(store), {}, run("b3", "backfill", hour, hour + timedelta(hours=1)))
     finish(planned, 0)
     finish(planned, 1)
     commit(config, store, planned)
@@ -311,7 +311,7 @@ def test_an_airflow_backfill_run_re_applies_the_versions_committed_in_its_interv
 
 
 def test_a_summary_of_another_range_is_not_credited(config, store):
-    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
+    planned = plan(config, checkpoints(store), {}, run())
     job_outputs(planned).summaries[0] = {"mode": "changes", "startingVersion": 3, "endingVersion": 5}
     finish(planned, 1)
     with pytest.raises(RuntimeError, match="2 of 3"):
@@ -322,7 +322,7 @@ def test_a_summary_of_another_range_is_not_credited(config, store):
 def test_changed_keys_or_columns_are_refused_naming_old_and_new_until_a_full_refresh(config, store):
     from dataclasses import replace
 
-    planned = cdf_pipeline.plan(config, checkpoints(store), {}, run())
+    planned = plan(config, checkpoints(store), {}, run())
     for index in range(len(to_document(planned)["jobs"])):
         finish(planned, index)
     commit(config, store, planned)
@@ -333,15 +333,15 @@ def test_changed_keys_or_columns_are_refused_naming_old_and_new_until_a_full_ref
         match=r"keys \[id\], but the configuration now says \[id, v\].*"
         r"full_refresh=true",
     ):
-        cdf_pipeline.plan(rekeyed, checkpoints(store), {}, run("r2"))
+        plan(rekeyed, checkpoints(store), {}, run("r2"))
     narrowed = replace(config, pipelines=[replace(config.pipelines[0], columns=["v"])])
     with pytest.raises(CheckpointMismatchError, match="columns all columns, but the configuration now says v"):
-        cdf_pipeline.plan(narrowed, checkpoints(store), {}, run("r3"))
-    planned = cdf_pipeline.plan(rekeyed, checkpoints(store), {"full_refresh": True}, run("m1", "manual"))
+        plan(narrowed, checkpoints(store), {}, run("r3"))
+    planned = plan(rekeyed, checkpoints(store), {"full_refresh": True}, run("m1", "manual"))
     finish(planned, 0)
     commit(rekeyed, store, planned)
     assert store.load().keys == ("id", "v")
-    cdf_pipeline.plan(rekeyed, checkpoints(store), {}, run("r4"))  # the new definition is the checkpoint's now
+    plan(rekeyed, checkpoints(store), {}, run("r4"))  # the new definition is the checkpoint's now
 
 
 def test_a_missing_source_is_refused_by_the_plan_and_the_sensor_naming_it(tmp_path, store):
@@ -360,7 +360,7 @@ def test_a_missing_source_is_refused_by_the_plan_and_the_sensor_naming_it(tmp_pa
         ({"full_refresh": True}, run("m2", "manual")),
     ):
         with pytest.raises(ChangeDataError, match=f"the source table {tmp_path / 'nowhere'} does not exist"):
-            cdf_pipeline.plan(config, {"ghost": store.load()}, params, run_)
+            plan(config, {"ghost": store.load()}, params, run_)
     with pytest.raises(ChangeDataError, match="does not exist"):
         sources_behind(
             [
@@ -389,8 +389,8 @@ def test_versions_cleaned_from_the_log_are_refused_for_ranges_and_backfill_inter
         pipelines=[CdfPipeline(name="orders", source_table=str(source), target_table=str(tmp_path / "t"), keys=["id"])]
     )
     with pytest.raises(DataLossError, match=f"versions 0..1 of {source} are no longer in its log"):
-        cdf_pipeline.plan(config, checkpoints(store), {"starting_version": 0, "ending_version": 3}, run("m", "manual"))
-    cdf_pipeline.plan(config, checkpoints(store), {"starting_version": 2, "ending_version": 3}, run("m2", "manual"))
+        plan(config, checkpoints(store), {"starting_version": 0, "ending_version": 3}, run("m", "manual"))
+    plan(config, checkpoints(store), {"starting_version": 2, "ending_version": 3}, run("m2", "manual"))
     interval = run(
         "backfill__1",
         "backfill",
@@ -398,7 +398,7 @@ def test_versions_cleaned_from_the_log_are_refused_for_ranges_and_backfill_inter
         datetime(2020, 1, 1, 1, tzinfo=UTC),
     )
     with pytest.raises(DataLossError, match="versions 0..1 .* are no longer in its log"):  # before: nothing, green
-        cdf_pipeline.plan(config, checkpoints(store), {}, interval)
+        plan(config, checkpoints(store), {}, interval)
 
 
 def test_a_commit_step_that_fails_after_one_pipelines_checkpoint_leaves_its_entries_due(config, store, tmp_path):
@@ -414,7 +414,7 @@ def test_a_commit_step_that_fails_after_one_pipelines_checkpoint_leaves_its_entr
         ]
     )
     other = file_store(tmp_path / "cp", CdfCheckpoint, "b")
-    planned = cdf_pipeline.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
+    planned = plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
     for index, _job in enumerate(to_document(planned)["jobs"]):
         finish(planned, index)
     target_commit(config, pipelineId="lakefeed_cdf_checkpoint__orders", startingVersion=0, endingVersion=2)
@@ -424,13 +424,13 @@ def test_a_commit_step_that_fails_after_one_pipelines_checkpoint_leaves_its_entr
 
     other.update = broken
     with pytest.raises(OSError):
-        cdf_pipeline.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r")
+        commit_plan(cdf_pipeline.HOOKS, {"orders": store, "b": other}, planned, job_outputs(planned), "r")
     assert store.load().applied_version == 7  # its progress stands ...
     [(location, mark)] = store.load().announced.items()
     assert location == config.pipelines[0].target_table and mark.version == -1  # ... its announcement does not
 
     del other.update
-    report = cdf_pipeline.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r retry")
+    report = commit_plan(cdf_pipeline.HOOKS, {"orders": store, "b": other}, planned, job_outputs(planned), "r retry")
     assert [c["extra"]["commits"] for c in report["targetsChanged"]] == [[0]]
 
 
@@ -448,7 +448,7 @@ def test_a_pipeline_whose_target_lost_its_jobs_commits_keeps_its_checkpoint_and_
         ]
     )
     other = file_store(tmp_path / "cp", CdfCheckpoint, "b")
-    planned = cdf_pipeline.plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
+    planned = plan(two, {"orders": store.load(), "b": other.load()}, {}, run())
     variables = {"orders": "lakefeed_cdf_checkpoint__orders", "b": "lakefeed_cdf_checkpoint__b"}
     for index, job in enumerate(to_document(planned)["jobs"]):
         target = two.pipeline(job["pipeline"]).target_table
@@ -478,7 +478,7 @@ def test_a_pipeline_whose_target_lost_its_jobs_commits_keeps_its_checkpoint_and_
             "Delta table there any more \\(dropped or moved\\)"
         ),
     ) as refused:
-        cdf_pipeline.commit({"orders": store, "b": other}, planned, job_outputs(planned), "r")
+        commit_plan(cdf_pipeline.HOOKS, {"orders": store, "b": other}, planned, job_outputs(planned), "r")
     assert store.load() == CdfCheckpoint()  # nothing recorded for the lost target
     assert other.load().applied_version == 7  # the other pipeline's jobs are in its target's log: it moved
     report = refused.value.report  # kept in XCom for the monitor, with both pipelines

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lakefeed.cdf.pipeline import job_arguments
+from lakefeed.cdf.pipeline import HOOKS
 from lakefeed.cdf.run_plan import CHANGES, CdfJob, CdfPlan
 from lakefeed.cdf.scd2 import History, check_scd_type, first_version_to_read, history_properties
 from lakefeed.config import CdfConfig
@@ -69,7 +69,7 @@ def _config(**pipeline) -> CdfConfig:
 def test_the_pipelines_scd_type_reaches_the_job_only_when_it_is_2():
     def arguments(config: CdfConfig) -> list[str]:
         plan = CdfPlan(kind="scheduled", jobs=[CdfJob("p", CHANGES, start=0, end=3)], pipelines={}, config=config)
-        return job_arguments(plan)[0]
+        return HOOKS.arguments(plan)[0]
 
     assert "--scd-type" not in arguments(_config())
     args = arguments(_config(scd_type=2))
@@ -87,7 +87,7 @@ def test_tombstone_retention_reaches_only_the_first_job_of_a_scheduled_pipeline(
     def arguments(kind: str) -> list[list[str]]:
         jobs = [CdfJob("p", CHANGES, start=0, end=3), CdfJob("p", CHANGES, start=4, end=7)]
         seen = PipelinePlan(kind=kind, origin=None, latest=7, source_table_id=None, applied_before=None)
-        return job_arguments(CdfPlan(kind=kind, jobs=jobs, pipelines={"p": seen}, config=config))
+        return HOOKS.arguments(CdfPlan(kind=kind, jobs=jobs, pipelines={"p": seen}, config=config))
 
     first, second = arguments("scheduled")
     assert first[first.index("--tombstone-retention-hours") + 1] == "36.5"

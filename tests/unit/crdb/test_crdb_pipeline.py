@@ -22,9 +22,17 @@ from lakefeed.documents import to_document
 from lakefeed.errors import CheckpointMismatchError, ConfigError, WindowNotReadyError
 from lakefeed.pipeline import RunContext
 from lakefeed_airflow.triggers import ResolvedTimestampTrigger
-from tests.cells import file_store, job_outputs
+from tests.cells import commit_plan, file_store, job_outputs, plan_one
 
 DAG = "cockroach_changefeed_to_delta"
+
+
+def plan(config, checkpoint, params, run_context):
+    return plan_one(crdb_pipeline.HOOKS, config, checkpoint, params, run_context)
+
+
+def commit(store, planned, outputs, run_id, announced_since=None):
+    return commit_plan(crdb_pipeline.HOOKS, store, planned, outputs, run_id, announced_since)
 
 
 def run(run_id="scheduled__1", run_type="scheduled", start=None, end=None):
@@ -64,39 +72,37 @@ def finish(planned, index):
 
 
 def test_scheduled_runs_take_resolved_files_in_batches_from_the_first_file(config, store, sink):
-    planned = crdb_pipeline.plan(config, store.load(), {}, run())
+    planned = plan(config, store.load(), {}, run())
     r = sink.resolved
     assert to_document(planned)["batches"] == [{"after": None, "through": r[1]}, {"after": r[1], "through": r[3]}]
     assert planned.newest_resolved == r[-1] and planned.sink.startswith("file://")
-    args = crdb_pipeline.job_arguments(planned)
+    args = crdb_pipeline.HOOKS.arguments(planned)
     assert "--after-resolved" not in args[0] and args[1][4:8] == ["--after-resolved", r[1], "--through-resolved", r[3]]
     assert "--quarantine-table" not in args[0]
     quarantining = replace(planned, config=replace(config, quarantine_table="/lake/quarantine"))
-    args = crdb_pipeline.job_arguments(quarantining)[0]
+    args = crdb_pipeline.HOOKS.arguments(quarantining)[0]
     assert args[args.index("--quarantine-table") + 1] == "/lake/quarantine"
-    removing = crdb_pipeline.job_arguments(replace(planned, config=replace(config, tombstone_retention_hours=48.0)))
+    removing = crdb_pipeline.HOOKS.arguments(replace(planned, config=replace(config, tombstone_retention_hours=48.0)))
     assert removing[0][removing[0].index("--tombstone-retention-hours") + 1] == "48.0"
     assert "--tombstone-retention-hours" not in removing[1]  # the first batch of a scheduled run only
     finish(planned, 1)  # the first batch failed: nothing may move past it
     with pytest.raises(RuntimeError, match="1 of 2 batch"):
-        crdb_pipeline.commit(store, planned, job_outputs(planned), "r1")
+        commit(store, planned, job_outputs(planned), "r1")
     assert store.load().resolved is None and store.load().sink == planned.sink
     finish(planned, 0)
-    report = crdb_pipeline.commit(store, planned, job_outputs(planned), "r1 retry")
+    report = commit(store, planned, job_outputs(planned), "r1 retry")
     assert store.load().resolved == r[3] and report["checkpointMoved"]
     assert report["lagSeconds"] == (Hlc.parse(r[-1]).wall - Hlc.parse(r[3]).wall) / 1e9
-    nxt = crdb_pipeline.plan(config, store.load(), {}, run("scheduled__2"))
+    nxt = plan(config, store.load(), {}, run("scheduled__2"))
     assert to_document(nxt)["batches"][0] == {"after": r[3], "through": r[5]}
 
 
 def test_a_backfill_is_exactly_its_range_and_never_moves_the_checkpoint(config, store, sink):
     r = sink.resolved
-    planned = crdb_pipeline.plan(
-        config, store.load(), {"after_resolved": r[0], "through_resolved": r[2]}, run("m", "manual")
-    )
+    planned = plan(config, store.load(), {"after_resolved": r[0], "through_resolved": r[2]}, run("m", "manual"))
     assert planned.kind == "backfill" and to_document(planned)["batches"] == [{"after": r[0], "through": r[2]}]
     finish(planned, 0)
-    crdb_pipeline.commit(store, planned, job_outputs(planned), "m")
+    commit(store, planned, job_outputs(planned), "m")
     assert store.load() == CrdbCheckpoint()
     cases = [
         ({"after_resolved": r[0]}, ConfigError, "needs through_resolved"),
@@ -106,7 +112,7 @@ def test_a_backfill_is_exactly_its_range_and_never_moves_the_checkpoint(config, 
     ]
     for params, error, message in cases:
         with pytest.raises(error, match=message):
-            crdb_pipeline.plan(config, store.load(), params, run("m", "manual"))
+            plan(config, store.load(), params, run("m", "manual"))
 
 
 def test_an_airflow_backfill_run_takes_the_resolved_ranges_of_its_interval(config, store, sink):
@@ -115,9 +121,9 @@ def test_an_airflow_backfill_run_takes_the_resolved_ranges_of_its_interval(confi
     def moment(stamp):
         return datetime.fromtimestamp(stamp.wall / 1e9, tz=UTC)
 
-    planned = crdb_pipeline.plan(config, store.load(), {}, run("b", "backfill", moment(r[1]), moment(r[3])))
+    planned = plan(config, store.load(), {}, run("b", "backfill", moment(r[1]), moment(r[3])))
     assert to_document(planned)["batches"] == [{"after": str(r[1]), "through": str(r[2])}]
-    before = crdb_pipeline.plan(
+    before = plan(
         config,
         store.load(),
         {},
@@ -128,14 +134,14 @@ def test_an_airflow_backfill_run_takes_the_resolved_ranges_of_its_interval(confi
     # not an empty range.
     newest = moment(r[-1])
     with pytest.raises(WindowNotReadyError, match=f"newest RESOLVED timestamp in .* is {r[-1]}"):
-        crdb_pipeline.plan(config, store.load(), {}, run("b", "backfill", newest, newest + timedelta(hours=1)))
+        plan(config, store.load(), {}, run("b", "backfill", newest, newest + timedelta(hours=1)))
 
 
 def test_a_checkpoint_of_another_sink_is_refused_until_a_reset(config, store, sink):
     other = CrdbCheckpoint(resolved=sink.resolved[1], sink="azure://acct/feeds/crdb")
     with pytest.raises(CheckpointMismatchError, match="belongs to the feed azure://acct/feeds/crdb.*reset_checkpoint"):
-        crdb_pipeline.plan(config, other, {}, run())
-    planned = crdb_pipeline.plan(config, other, {"reset_checkpoint": True}, run("m", "manual"))
+        plan(config, other, {}, run())
+    planned = plan(config, other, {"reset_checkpoint": True}, run("m", "manual"))
     assert planned.kind == "reset" and planned.batches[0].after is None
 
 
@@ -170,10 +176,10 @@ def test_the_trigger_serializes_exactly_and_fires_on_a_newer_resolved_file(confi
 
 
 def test_a_moved_target_root_is_refused_naming_both_and_a_reset_records_the_new(config, store, sink):
-    planned = crdb_pipeline.plan(config, store.load(), {}, run())
+    planned = plan(config, store.load(), {}, run())
     for index in range(len(planned.batches)):
         finish(planned, index)
-    crdb_pipeline.commit(store, planned, job_outputs(planned), "r1")
+    commit(store, planned, job_outputs(planned), "r1")
     assert store.load().target_root == config.target_root
     moved = CrdbConfig(**{**config.__dict__, "target_root": config.target_root + "_moved"})
     with pytest.raises(
@@ -181,9 +187,9 @@ def test_a_moved_target_root_is_refused_naming_both_and_a_reset_records_the_new(
         match=f"target_root {config.target_root}, but the configuration "
         f"now says {moved.target_root}.*reset_checkpoint=true",
     ):
-        crdb_pipeline.plan(moved, store.load(), {}, run("r2"))
-    planned = crdb_pipeline.plan(moved, store.load(), {"reset_checkpoint": True}, run("r3"))
-    assert planned.target_root == moved.target_root and "--target-root" in crdb_pipeline.job_arguments(planned)[0]
+        plan(moved, store.load(), {}, run("r2"))
+    planned = plan(moved, store.load(), {"reset_checkpoint": True}, run("r3"))
+    assert planned.target_root == moved.target_root and "--target-root" in crdb_pipeline.HOOKS.arguments(planned)[0]
     # A checkpoint written before targetRoot was recorded: its topic tables' folder is the root it was made with.
     legacy = CrdbCheckpoint(resolved=sink.resolved[0], targets={})
     assert crdb_pipeline.recorded_root(legacy) is None
