@@ -59,15 +59,18 @@ __all__ = [
     "Announcer",
     "Announcing",
     "BatchesFailed",
+    "Credit",
     "Feed",
     "FeedHooks",
     "JobOutputs",
     "JobSummary",
     "LocalStorage",
+    "OnePipelineHooks",
     "Outcome",
     "PipelineConfig",
     "PipelinePart",
     "Planned",
+    "Planning",
     "RefusedWithReport",
     "Request",
     "RunContext",
@@ -453,6 +456,17 @@ class Planned(Generic[PipelineT, CheckpointT, SourceT, ReadyT, JobT]):
 
 
 @dataclass(frozen=True)
+class Planning(Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, ReadyT, JobT]):
+    """What the plan sequence made of a run, for the feed to write as its plan: the configuration it read,
+    the run's kind and request, and each chosen pipeline's part."""
+
+    config: ConfigT
+    kind: str
+    request: Request[AskT]
+    parts: list[Planned[PipelineT, CheckpointT, SourceT, ReadyT, JobT]]
+
+
+@dataclass(frozen=True)
 class PipelinePart(Generic[PipelineT]):
     """One pipeline's part of a plan as the commit sequence reads it: its checkpoint (by pipeline name),
     how its run moves it, which of the plan's jobs are its own (indices), the target marks of the plan
@@ -465,6 +479,17 @@ class PipelinePart(Generic[PipelineT]):
     jobs: list[int]
     target_marks: dict[str, TableMark] | None
     identity: str | None
+
+
+@dataclass(frozen=True)
+class Credit(Generic[PlanT, PipelineT, SummaryT]):
+    """A pipeline's credited work at its commit step: the run's plan, the pipeline's part of it, the
+    summaries credited to its jobs (by job index) and the run."""
+
+    plan: PlanT
+    part: PipelinePart[PipelineT]
+    done: Mapping[int, SummaryT]
+    run_id: str
 
 
 @dataclass(frozen=True)
@@ -586,14 +611,8 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
         """How the ready work is split into jobs (one spark-submit each)."""
 
     @abstractmethod
-    def planned(
-        self,
-        config: ConfigT,
-        kind: str,
-        request: Request[AskT],
-        parts: list[Planned[PipelineT, CheckpointT, SourceT, ReadyT, JobT]],
-    ) -> PlanT:
-        """The feed's plan document, from what the sequence planned for each pipeline."""
+    def planned(self, planning: Planning[AskT, ConfigT, PipelineT, CheckpointT, SourceT, ReadyT, JobT]) -> PlanT:
+        """The feed's plan, from what the sequence planned for each pipeline."""
 
     @abstractmethod
     def arguments(self, plan: PlanT) -> list[list[str]]:
@@ -627,20 +646,15 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
         """Each planned pipeline's part, as the commit sequence reads it."""
 
     @abstractmethod
-    def announcing(self, plan: PlanT, part: PipelinePart[PipelineT], done: Mapping[int, SummaryT]) -> Announcing:
+    def announcing(self, credit: Credit[PlanT, PipelineT, SummaryT]) -> Announcing:
         """What the pipeline's commit step announces from."""
 
     @abstractmethod
     def advance(
-        self,
-        plan: PlanT,
-        part: PipelinePart[PipelineT],
-        done: Mapping[int, SummaryT],
-        checkpoint: CheckpointT,
-        announced: dict[str, TableMark],
-        run_id: str,
+        self, credit: Credit[PlanT, PipelineT, SummaryT], checkpoint: CheckpointT, announced: dict[str, TableMark]
     ) -> CheckpointT:
-        """The checkpoint moved over the credited jobs (pure: it may run again after a conflict)."""
+        """The checkpoint moved over the credited jobs, with the ``announced`` marks (pure: it may run again
+        after a conflict)."""
 
     @abstractmethod
     def report(self, plan: PlanT, outcomes: list[Outcome[PipelineT, JobT, SummaryT, CheckpointT]]) -> ReportT:
@@ -670,7 +684,7 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
             with storage.scope(pipeline.wasb_conn_id):
                 checkpoint = checkpoints[self.name(pipeline)]
                 parts.append(self._plan_pipeline(pipeline, checkpoint, kind, request, run, storage))
-        planned = self.planned(config, kind, request, parts)
+        planned = self.planned(Planning(config, kind, request, parts))
         log.info("plan: %s", json.dumps(to_document(planned)))
         return planned
 
@@ -765,17 +779,13 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
         return report
 
     def change(
-        self,
-        plan: PlanT,
-        part: PipelinePart[PipelineT],
-        done: Mapping[int, SummaryT],
-        announced: Callable[[CheckpointT], dict[str, TableMark]],
-        run_id: str,
+        self, credit: Credit[PlanT, PipelineT, SummaryT], announced: Callable[[CheckpointT], dict[str, TableMark]]
     ) -> Callable[[CheckpointT], CheckpointT]:
         """The compare-and-set change of a pipeline's commit step (pure: it may run again after a conflict).
         A backfill only records the ``announced`` marks (:meth:`Announcer.marks`); so does a scheduled run
         whose checkpoint was reset to another source (another ``identity``) while it ran; otherwise
         :meth:`advance` moves it."""
+        part = credit.part
 
         def change(checkpoint: CheckpointT) -> CheckpointT:
             marks = announced(checkpoint)
@@ -788,7 +798,7 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
                     checkpoint.identity,
                 )
                 return cast(CheckpointT, checkpoint.moved(announced=marks))
-            return self.advance(plan, part, done, checkpoint, marks, run_id)
+            return self.advance(credit, checkpoint, marks)
 
         return change
 
@@ -830,7 +840,8 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
             log.error("pipeline %s: %s", part.name, exc)
             kept = store.load()
             return outcome(kept, kept, refused=str(exc))
-        announcing = self.announcing(plan, part, done)
+        credit = Credit(plan, part, done, run_id)
+        announcing = self.announcing(credit)
         announcer = Announcer(
             announcing.tables,
             pipeline_id,
@@ -840,9 +851,69 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
             announced_since=announced_since,
         )
 
-        change = self.change(plan, part, done, announcer.marks, run_id)
+        change = self.change(credit, announcer.marks)
         before, after = store.update(change)
         return outcome(before, after, events=announcing.events(announcer.entries), deferred=announcer.deferred)
+
+
+class OnePipelinePlan(Protocol):
+    """What :class:`OnePipelineHooks` reads of its feed's plan."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def batches(self) -> Sequence[Any]: ...
+
+    @property
+    def config(self) -> Any: ...
+
+    @property
+    def target_marks(self) -> dict[str, TableMark] | None: ...
+
+    @property
+    def identity(self) -> str: ...
+
+
+class OnePipelineHooks(
+    FeedHooks[AskT, PipelineT, PipelineT, CheckpointT, SourceT, ReadyT, JobT, SummaryT, PlanT, ReportT]
+):
+    """The hooks of a feed whose configuration is its one pipeline, with a plan of ``batches`` (an
+    :class:`OnePipelinePlan`): one part, all the jobs its own."""
+
+    def config_of(self, plan: PlanT) -> PipelineT:
+        return cast(PipelineT, cast(OnePipelinePlan, plan).config)
+
+    def jobs(self, plan: PlanT) -> Sequence[JobT]:
+        return cast(Sequence[JobT], cast(OnePipelinePlan, plan).batches)
+
+    def pipeline_of(self, plan: PlanT, job: JobT) -> PipelineT:
+        return self.config_of(plan)
+
+    def parts(self, plan: PlanT, credited: Mapping[int, SummaryT]) -> list[PipelinePart[PipelineT]]:
+        one, config = cast(OnePipelinePlan, plan), self.config_of(plan)
+        jobs = list(range(len(one.batches)))
+        return [PipelinePart(self.name(config), config, one.kind, jobs, one.target_marks, one.identity)]
+
+    def report(self, plan: PlanT, outcomes: list[Outcome[PipelineT, JobT, SummaryT, CheckpointT]]) -> ReportT:
+        (outcome,) = outcomes
+        one = cast(OnePipelinePlan, plan)
+        common = {
+            "kind": one.kind,
+            "refused": outcome.refused,
+            "batches": len(one.batches),
+            "batches_failed": outcome.failed,
+            "totals": outcome.totals,
+            "checkpoint_moved": outcome.moved,
+        }
+        return self.one_report(plan, outcome, common)
+
+    @abstractmethod
+    def one_report(
+        self, plan: PlanT, outcome: Outcome[PipelineT, JobT, SummaryT, CheckpointT], common: dict[str, Any]
+    ) -> ReportT:
+        """The run summary, with the figures every one-pipeline report has (``common``: the run's kind, its
+        refusal, batches, failed batches, the jobs' totals, whether the checkpoint moved)."""
 
 
 @dataclass(frozen=True)

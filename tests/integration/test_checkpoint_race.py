@@ -26,7 +26,7 @@ from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import CdfConfig, CdfPipeline
 from lakefeed.cdf.pipeline import HOOKS
 from lakefeed.cdf.run_plan import CdfJob, CdfPlan, PipelinePlan
-from lakefeed.pipeline import PipelinePart
+from lakefeed.pipeline import Credit, PipelinePart
 from lakefeed.cdf.summary import CdfSummary
 from lakefeed_airflow.settings import VariableCell
 from lakefeed_airflow.turns import Ticket, turn
@@ -64,7 +64,7 @@ for run in range(runs):
     with turn(VariableRegisters(), kind, poll=0.01):
         planned = CdfPlan(kind=plan.kind, jobs=[job for _, job in mine], pipelines={"race": plan}, config=config)
         part = PipelinePart("race", pipeline, plan.kind, [i for i, _ in mine], None, plan.source_table_id)
-        change = HOOKS.change(planned, part, done, lambda cp: cp.announced, f"{kind}-{run}")
+        change = HOOKS.change(Credit(planned, part, done, f"{kind}-{run}"), lambda cp: cp.announced)
         before, after = store.update(change)
     VariableRegisters().push(Ticket(kind))  # the step's task instance ends: no longer running
     if after != before:

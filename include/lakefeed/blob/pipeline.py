@@ -64,6 +64,8 @@ RESET_REMEDY = skeleton.reset_remedy(
 )
 
 Window = tuple[datetime, datetime] | None  # the range a run's params name
+Credit = skeleton.Credit[BlobPlan, BlobPipelineConfig, RunSummary]
+Outcome = skeleton.Outcome[BlobPipelineConfig, Batch, RunSummary, BlobCheckpoint]
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,12 @@ class Windows:
     data_loss: dict[str, Any] | None = None
 
 
+Planning = skeleton.Planning[Window, BlobPipelineConfig, BlobPipelineConfig, BlobCheckpoint, FeedSeen, Windows, Batch]
+
+
 class BlobHooks(
-    skeleton.FeedHooks[
+    skeleton.OnePipelineHooks[
         Window,
-        BlobPipelineConfig,
         BlobPipelineConfig,
         BlobCheckpoint,
         FeedSeen,
@@ -109,9 +113,6 @@ class BlobHooks(
     plan_type = BlobPlan
     checkpoint_type = BlobCheckpoint
     summary_type = RunSummary
-
-    def config_of(self, plan: BlobPlan) -> BlobPipelineConfig:
-        return plan.config
 
     def remedy(self, pipeline: BlobPipelineConfig) -> str:
         return RESET_REMEDY
@@ -188,14 +189,8 @@ class BlobHooks(
     def batch(self, pipeline: BlobPipelineConfig, ready: Windows) -> list[Batch]:
         return batches_of(ready.windows, pipeline.windows_per_batch)
 
-    def planned(
-        self,
-        config: BlobPipelineConfig,
-        kind: str,
-        request: skeleton.Request[Window],
-        parts: list[skeleton.Planned[BlobPipelineConfig, BlobCheckpoint, FeedSeen, Windows, Batch]],
-    ) -> BlobPlan:
-        (part,) = parts
+    def planned(self, planning: Planning) -> BlobPlan:
+        (part,), kind, config = planning.parts, planning.kind, planning.config
         seen, ready, watermark = part.source, part.ready, part.checkpoint.watermark
         start = parse_time(ready.data_loss["resumeWindow"]) if ready.data_loss else watermark
         segment_marks, listed_through = (
@@ -217,7 +212,7 @@ class BlobHooks(
             targets=self.targets(config),
             target_tables=_target_tables(config),
             data_loss=ready.data_loss,
-            acknowledge_data_loss=request.acknowledge_data_loss,
+            acknowledge_data_loss=planning.request.acknowledge_data_loss,
             target_marks=part.target_marks,
             segment_marks=segment_marks,
             segments_listed_through=listed_through,
@@ -260,12 +255,6 @@ class BlobHooks(
 
     # -- commit --
 
-    def jobs(self, plan: BlobPlan) -> list[Batch]:
-        return plan.batches
-
-    def pipeline_of(self, plan: BlobPlan, job: Batch) -> BlobPipelineConfig:
-        return plan.config
-
     def belongs(self, plan: BlobPlan, summary: RunSummary, job: Batch) -> bool:
         """The summary is of this batch: its windows, and the events and state tables the plan named."""
         tables = plan.target_tables
@@ -274,16 +263,8 @@ class BlobHooks(
             table_location(tables["state"]),
         )
 
-    def parts(
-        self, plan: BlobPlan, credited: Mapping[int, RunSummary]
-    ) -> list[skeleton.PipelinePart[BlobPipelineConfig]]:
-        indices = list(range(len(plan.batches)))
-        config = plan.config
-        return [skeleton.PipelinePart(self.name(config), config, plan.kind, indices, plan.target_marks, plan.feed)]
-
-    def announcing(
-        self, plan: BlobPlan, part: skeleton.PipelinePart[BlobPipelineConfig], done: Mapping[int, RunSummary]
-    ) -> skeleton.Announcing:
+    def announcing(self, credit: Credit) -> skeleton.Announcing:
+        plan, done = credit.plan, credit.done
         events, state = plan.target_tables["events"], plan.target_tables["state"]
         reported = {}
         for summary in done.values():
@@ -293,15 +274,8 @@ class BlobHooks(
                 reported[(state, summary.state_table_version)] = (summary.state_inserted, summary.state_updated, 0)
         return skeleton.Announcing(plan.targets, reported, lambda entries: blob_changes(entries, events, state))
 
-    def advance(
-        self,
-        plan: BlobPlan,
-        part: skeleton.PipelinePart[BlobPipelineConfig],
-        done: Mapping[int, RunSummary],
-        checkpoint: BlobCheckpoint,
-        announced: dict[str, TableMark],
-        run_id: str,
-    ) -> BlobCheckpoint:
+    def advance(self, credit: Credit, checkpoint: BlobCheckpoint, announced: dict[str, TableMark]) -> BlobCheckpoint:
+        plan, done = credit.plan, credit.done
         kind, stored = plan.kind, checkpoint.watermark
         resume = parse_time(plan.data_loss["resumeWindow"]) if plan.data_loss else None
         if resume is not None and kind == SCHEDULED and (stored is None or stored < resume):
@@ -330,27 +304,19 @@ class BlobHooks(
             grid_minute=plan.grid_minute,
             targets=marks,
             announced=announced,
-            updated_by=run_id,
+            updated_by=credit.run_id,
             **retention,
         )
 
-    def report(
-        self, plan: BlobPlan, outcomes: list[skeleton.Outcome[BlobPipelineConfig, Batch, RunSummary, BlobCheckpoint]]
-    ) -> BlobRunReport:
-        (outcome,) = outcomes
+    def one_report(self, plan: BlobPlan, outcome: Outcome, common: dict[str, Any]) -> BlobRunReport:
         done, before, after = outcome.done, outcome.before, outcome.after
         return BlobRunReport(
-            kind=plan.kind,
-            refused=outcome.refused,
+            **common,
             windows_planned=plan.windows,
-            batches=len(plan.batches),
-            batches_failed=outcome.failed,
-            totals=outcome.totals,
             last_consumable=plan.last_consumable,
             grid_minute=plan.grid_minute,
             watermark_before=before.watermark,
             watermark=after.watermark,
-            checkpoint_moved=outcome.moved,
             windows_applied=sorted({w for s in done.values() for w in s.windows}),
             data_loss_acknowledged=plan.data_loss,
             missing_shards=[shard for i in sorted(done) for shard in done[i].missing_shards],

@@ -40,3 +40,8 @@ class BlobPlan:
     segment_marks: dict[str, str | None] = field(default_factory=dict)
     segments_listed_through: datetime | None = None
     config: BlobPipelineConfig
+
+    @property
+    def identity(self) -> str:
+        """The feed's identity, which the checkpoint records."""
+        return self.feed

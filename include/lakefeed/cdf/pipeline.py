@@ -53,6 +53,8 @@ from lakefeed.targets import current_marks, rebuilt_after, verify_targets
 
 log = logging.getLogger(__name__)
 
+Credit = skeleton.Credit[CdfPlan, CdfPipeline, CdfSummary]
+
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "delta_cdf_job.py")
 
 
@@ -74,6 +76,9 @@ class Versions:
     ranges: list[VersionRange]
     origin: int | None = None
     refresh_at: int | None = None
+
+
+Planning = skeleton.Planning[CdfRequest, CdfConfig, CdfPipeline, CdfCheckpoint, SourceSeen, Versions, CdfJob]
 
 
 class CdfHooks(
@@ -213,15 +218,10 @@ class CdfHooks(
             return [CdfJob(pipeline.name, FULL_REFRESH, version=ready.refresh_at)]
         return _changes(pipeline, ready.ranges)
 
-    def planned(
-        self,
-        config: CdfConfig,
-        kind: str,
-        request: skeleton.Request[CdfRequest],
-        parts: list[skeleton.Planned[CdfPipeline, CdfCheckpoint, SourceSeen, Versions, CdfJob]],
-    ) -> CdfPlan:
+    def planned(self, planning: Planning) -> CdfPlan:
+        parts = planning.parts
         return CdfPlan(
-            kind=kind,
+            kind=planning.kind,
             jobs=[job for part in parts for job in part.jobs],
             pipelines={
                 part.pipeline.name: PipelinePlan(
@@ -234,7 +234,7 @@ class CdfHooks(
                 )
                 for part in parts
             },
-            config=config,
+            config=planning.config,
         )
 
     def arguments(self, plan: CdfPlan) -> list[list[str]]:
@@ -331,9 +331,8 @@ class CdfHooks(
             )
         return parts
 
-    def announcing(
-        self, plan: CdfPlan, part: skeleton.PipelinePart[CdfPipeline], done: Mapping[int, CdfSummary]
-    ) -> skeleton.Announcing:
+    def announcing(self, credit: Credit) -> skeleton.Announcing:
+        part, done = credit.part, credit.done
         target = part.pipeline.target_table
         reported = {
             (target, s.target_version): (s.inserted, s.updated, s.deleted)
@@ -342,17 +341,10 @@ class CdfHooks(
         }
         return skeleton.Announcing([target], reported, lambda entries: cdf_changes(part.name, target, entries))
 
-    def advance(
-        self,
-        plan: CdfPlan,
-        part: skeleton.PipelinePart[CdfPipeline],
-        done: Mapping[int, CdfSummary],
-        checkpoint: CdfCheckpoint,
-        announced: dict[str, TableMark],
-        run_id: str,
-    ) -> CdfCheckpoint:
+    def advance(self, credit: Credit, checkpoint: CdfCheckpoint, announced: dict[str, TableMark]) -> CdfCheckpoint:
         """Positions (:func:`lakefeed.progress.position_after`) are "the next version to apply":
         ``appliedVersion + 1``; a reset sets it to exactly the refreshed version."""
+        plan, part, done = credit.plan, credit.part, credit.done
         pipeline, kind = part.pipeline, part.kind
         if kind == RESET and not done:
             return checkpoint.moved(announced=announced)
@@ -375,7 +367,7 @@ class CdfHooks(
             keys=tuple(pipeline.keys),
             columns=tuple(pipeline.columns) if pipeline.columns else None,
             announced=announced,
-            updated_by=run_id,
+            updated_by=credit.run_id,
         )
 
     def report(

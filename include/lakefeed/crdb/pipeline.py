@@ -57,6 +57,8 @@ RESET_REMEDY = skeleton.reset_remedy(
 )
 
 Span = tuple[Hlc | None, Hlc | None]  # after_resolved, through_resolved as a run's params name them
+Credit = skeleton.Credit[CrdbPlan, CrdbConfig, CrdbSummary]
+Outcome = skeleton.Outcome[CrdbConfig, ResolvedRange, CrdbSummary, CrdbCheckpoint]
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,12 @@ class Resolved:
     stamps: list[Hlc]
 
 
+Planning = skeleton.Planning[Span, CrdbConfig, CrdbConfig, CrdbCheckpoint, StoreBase, Resolved, ResolvedRange]
+
+
 class CrdbHooks(
-    skeleton.FeedHooks[
+    skeleton.OnePipelineHooks[
         Span,
-        CrdbConfig,
         CrdbConfig,
         CrdbCheckpoint,
         StoreBase,
@@ -91,9 +95,6 @@ class CrdbHooks(
     checkpoint_type = CrdbCheckpoint
     summary_type = CrdbSummary
     noun = "sink"
-
-    def config_of(self, plan: CrdbPlan) -> CrdbConfig:
-        return plan.config
 
     def remedy(self, pipeline: CrdbConfig) -> str:
         return RESET_REMEDY
@@ -169,14 +170,8 @@ class CrdbHooks(
         starts = [ready.after] + ends[:-1]
         return [ResolvedRange(str(a) if a else None, str(t)) for a, t in zip(starts, ends, strict=False)]
 
-    def planned(
-        self,
-        config: CrdbConfig,
-        kind: str,
-        request: skeleton.Request[Span],
-        parts: list[skeleton.Planned[CrdbConfig, CrdbCheckpoint, StoreBase, Resolved, ResolvedRange]],
-    ) -> CrdbPlan:
-        (part,) = parts
+    def planned(self, planning: Planning) -> CrdbPlan:
+        (part,), kind, config = planning.parts, planning.kind, planning.config
         cursor = part.ready.after if kind == SCHEDULED else None
         newest = max((f.timestamp for f in list_sink(part.source, cursor) if f.kind == RESOLVED), default=None)
         return CrdbPlan(
@@ -224,12 +219,6 @@ class CrdbHooks(
 
     # -- commit --
 
-    def jobs(self, plan: CrdbPlan) -> list[ResolvedRange]:
-        return plan.batches
-
-    def pipeline_of(self, plan: CrdbPlan, job: ResolvedRange) -> CrdbConfig:
-        return plan.config
-
     def belongs(self, plan: CrdbPlan, summary: CrdbSummary, job: ResolvedRange) -> bool:
         """The summary is of this range, written under the target root the plan named."""
         return (summary.after_resolved, summary.through_resolved, root_of(summary.target_root or "")) == (
@@ -238,14 +227,8 @@ class CrdbHooks(
             plan.target_root,
         )
 
-    def parts(self, plan: CrdbPlan, credited: Mapping[int, CrdbSummary]) -> list[skeleton.PipelinePart[CrdbConfig]]:
-        indices = list(range(len(plan.batches)))
-        config = plan.config
-        return [skeleton.PipelinePart(self.name(config), config, plan.kind, indices, plan.target_marks, plan.sink)]
-
-    def announcing(
-        self, plan: CrdbPlan, part: skeleton.PipelinePart[CrdbConfig], done: Mapping[int, CrdbSummary]
-    ) -> skeleton.Announcing:
+    def announcing(self, credit: Credit) -> skeleton.Announcing:
+        plan, done = credit.plan, credit.done
         config = plan.config
         root = config.target_root.rstrip("/")
         reported = {
@@ -262,15 +245,8 @@ class CrdbHooks(
             lambda location: f"{root}/{location.rstrip('/').rsplit('/', 1)[-1]}",
         )
 
-    def advance(
-        self,
-        plan: CrdbPlan,
-        part: skeleton.PipelinePart[CrdbConfig],
-        done: Mapping[int, CrdbSummary],
-        checkpoint: CrdbCheckpoint,
-        announced: dict[str, TableMark],
-        run_id: str,
-    ) -> CrdbCheckpoint:
+    def advance(self, credit: Credit, checkpoint: CrdbCheckpoint, announced: dict[str, TableMark]) -> CrdbCheckpoint:
+        plan, done = credit.plan, credit.done
         kind, config = plan.kind, plan.config
         stored = Hlc.parse(checkpoint.resolved) if checkpoint.resolved and kind == SCHEDULED else None
         spans = [(Hlc.parse(b.after) if b.after else ORIGIN, Hlc.parse(b.through)) for b in plan.batches]
@@ -286,28 +262,18 @@ class CrdbHooks(
             targets=marks,
             target_root=plan.target_root,
             announced=announced,
-            updated_by=run_id,
+            updated_by=credit.run_id,
         )
 
-    def report(
-        self,
-        plan: CrdbPlan,
-        outcomes: list[skeleton.Outcome[CrdbConfig, ResolvedRange, CrdbSummary, CrdbCheckpoint]],
-    ) -> CrdbRunReport:
-        (outcome,) = outcomes
+    def one_report(self, plan: CrdbPlan, outcome: Outcome, common: dict[str, Any]) -> CrdbRunReport:
         done, after, newest = outcome.done, outcome.after, plan.newest_resolved
         return CrdbRunReport(
-            kind=plan.kind,
-            refused=outcome.refused,
-            batches=len(plan.batches),
-            batches_failed=outcome.failed,
-            totals=outcome.totals,
+            **common,
             late_files=[f for s in done.values() for f in s.late_files],
             topics=sorted({topic for s in done.values() for topic in s.topics}),
             resolved_before=outcome.before.resolved,
             resolved=after.resolved,
             newest_resolved=newest,
-            checkpoint_moved=outcome.moved,
             lag_seconds=round((Hlc.parse(newest).wall - Hlc.parse(after.resolved).wall) / 1e9, 3)
             if newest and after.resolved
             else None,

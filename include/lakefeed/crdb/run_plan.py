@@ -34,3 +34,8 @@ class CrdbPlan:
     # before they were recorded.
     target_marks: dict[str, TableMark] | None = None
     config: CrdbConfig
+
+    @property
+    def identity(self) -> str:
+        """The sink's identity, which the checkpoint records."""
+        return self.sink
