@@ -92,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
     def prepare():
-        from lakefeed.blob.job import plan
+        from lakefeed.blob.job import reading
 
-        return plan(
+        return reading(
             args.feed_root,
             args.window_start,
             args.window_end,
@@ -102,10 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             retention_days=args.change_feed_retention_days,
         )
 
-    def work(spark, run_plan):
+    def work(spark, read):
         from lakefeed.blob.job import format_summary, run
 
-        summary = run(spark, run_plan, args.feed_root, args.events_table, args.state_table, decoder=args.decoder)
+        summary = run(spark, read, args.feed_root, args.events_table, args.state_table, decoder=args.decoder)
         log.info("summary\n%s", format_summary(summary))
         return summary
 

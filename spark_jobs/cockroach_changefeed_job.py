@@ -92,13 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
     def prepare():
-        from lakefeed.crdb.job import plan
+        from lakefeed.crdb.job import reading
 
-        return plan(
+        return reading(
             args.sink_root, args.after_resolved, args.through_resolved, timedelta(hours=args.late_file_lookback_hours)
         )
 
-    def work(spark, planned):
+    def work(spark, read):
         from lakefeed.crdb.job import format_summary, run
         from lakefeed.tombstones import retention
 
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             spark,
             args.sink_root,
             args.target_root,
-            *planned,
+            *read,
             parquet_keys=args.parquet_keys,
             quarantine_table=args.quarantine_table,
             tombstone_retention=(

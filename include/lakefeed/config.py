@@ -219,12 +219,6 @@ def _check_retention(hours: float | None, where: str) -> None:
         )
 
 
-def as_mapping(config: BlobPipelineConfig | CdfConfig | CrdbConfig) -> dict[str, Any]:
-    """A configuration as the JSON mapping it was read from (defaults filled in): what a run's plan carries,
-    so every later task of the run works from the configuration the plan read, never from a newer edit."""
-    return asdict(config)
-
-
 def _check_spark_settings(spark_conf: dict[str, Any] | None, timeout_minutes: float, where: str) -> None:
     """Also refuses credentials in ``spark_conf`` (named by key only, the value never printed): a Variable
     is stored in Airflow's metadata and ``--conf`` arguments show in the process list."""

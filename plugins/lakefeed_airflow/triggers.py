@@ -109,27 +109,3 @@ class ResolvedTimestampTrigger(FeedReadinessTrigger):
     ``sink_identity``, ``checkpoint_variable``), ``deadline``, ``poke_interval``."""
 
     READINESS = "lakefeed.crdb.readiness:ready"
-
-
-def feed_readiness(**watched: Any) -> tuple[bool, dict[str, Any]]:
-    """:func:`lakefeed.blob.readiness.ready` through the ``wasb`` connections."""
-    from lakefeed.blob.readiness import ready
-    from lakefeed_airflow.wasb_feed import AIRFLOW_STORAGE
-
-    return ready(AIRFLOW_STORAGE, **watched)
-
-
-def resolved_readiness(**watched: Any) -> tuple[bool, dict[str, Any]]:
-    """:func:`lakefeed.crdb.readiness.ready` through the ``wasb`` connections."""
-    from lakefeed.crdb.readiness import ready
-    from lakefeed_airflow.wasb_feed import AIRFLOW_STORAGE
-
-    return ready(AIRFLOW_STORAGE, **watched)
-
-
-def sources_behind(sources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """:func:`lakefeed.cdf.readiness.sources_behind` through the ``wasb`` connections."""
-    from lakefeed.cdf.readiness import sources_behind as behind
-    from lakefeed_airflow.wasb_feed import AIRFLOW_STORAGE
-
-    return behind(sources, AIRFLOW_STORAGE)

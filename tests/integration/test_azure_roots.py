@@ -84,7 +84,7 @@ def test_a_sink_reads_the_same_at_any_root_in_every_form(azurite, sinks, monkeyp
 
 
 def test_a_sink_root_with_nothing_under_it_is_refused_naming_it(azurite, sinks, monkeypatch):
-    from lakefeed_airflow.triggers import resolved_readiness
+    from lakefeed_testing.readiness import resolved_readiness
 
     monkeypatch.setenv("AIRFLOW_CONN_WASB_LAKE", wasb_connection(azurite))
     azurite.container("crdbempty")
@@ -180,9 +180,9 @@ def test_the_cdf_sensor_reads_a_source_on_azure_through_the_pipelines_connection
     Without one, the source is refused naming it and the setting to fix."""
     import pyarrow as pa
     from deltalake import write_deltalake
+    from lakefeed_testing.readiness import sources_behind
 
     from lakefeed.azure import CREDENTIAL_ENV, credential_env, delta_storage_options
-    from lakefeed_airflow.triggers import sources_behind
 
     for name in CREDENTIAL_ENV:
         monkeypatch.delenv(name, raising=False)
@@ -211,7 +211,7 @@ def test_the_cdf_sensor_reads_a_source_on_azure_through_the_pipelines_connection
 
 
 def test_a_blob_feed_without_segments_json_is_refused_naming_it(azurite, monkeypatch):
-    from lakefeed_airflow.triggers import feed_readiness
+    from lakefeed_testing.readiness import feed_readiness
 
     monkeypatch.setenv("AIRFLOW_CONN_WASB_LAKE", wasb_connection(azurite))
     azurite.container("nofeed")

@@ -14,7 +14,7 @@ import pytest
 from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 
 from lakefeed.blob.feed import segment_manifest_path
-from lakefeed.blob.job import plan, run
+from lakefeed.blob.job import reading, run
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.errors import FeedCorruptError, WindowNotReadyError
 from lakefeed.times import format_time
@@ -32,7 +32,7 @@ def feed(tmp_path):
 
 
 def ingest(spark, root, tables, start, end):
-    return run(spark, plan(str(root), start, end), str(root), str(tables / "events"), str(tables / "state"))
+    return run(spark, reading(str(root), start, end), str(root), str(tables / "events"), str(tables / "state"))
 
 
 def snapshot(spark, tables):
@@ -197,7 +197,7 @@ def test_window_not_ready_is_refused_before_spark(feed):
     root, _truth = feed
     last = SPEC.last_consumable
     with pytest.raises(WindowNotReadyError, match=format_time(last)):
-        plan(str(root), last - HOUR, last + HOUR)
+        reading(str(root), last - HOUR, last + HOUR)
 
 
 def _truncate_chunk(root: Path) -> str:

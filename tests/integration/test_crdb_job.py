@@ -14,7 +14,7 @@ import pytest
 from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
 from lakefeed.crdb.hlc import Hlc
-from lakefeed.crdb.job import plan, run
+from lakefeed.crdb.job import reading, run
 from lakefeed.delta import create_table_with_rows, created_by_another
 from lakefeed.errors import FeedCorruptError, WindowNotReadyError
 
@@ -25,7 +25,7 @@ PARQUET_KEYS = {"customers": ["id"], "orders": ["region", "id"]}
 
 
 def apply(spark, sink, lake, after, through, **options):
-    planned = plan(str(sink), Hlc.parse(after) if after else None, Hlc.parse(through))
+    planned = reading(str(sink), Hlc.parse(after) if after else None, Hlc.parse(through))
     return run(spark, str(sink), str(lake), *planned, **options)
 
 
@@ -131,7 +131,7 @@ def test_bad_input_is_refused_naming_file_and_line_and_nothing_is_written(spark,
         apply(spark, tmp_path / "sink", tmp_path / "lake", truth.resolved[0], truth.resolved[-1])
     assert (tables(spark, tmp_path / "lake"), versions(spark, tmp_path / "lake")) == before
     with pytest.raises(WindowNotReadyError, match="no RESOLVED file at --through-resolved"):
-        plan(str(tmp_path / "sink"), None, Hlc.parse(truth.resolved[-1]).__class__(1, 0))
+        reading(str(tmp_path / "sink"), None, Hlc.parse(truth.resolved[-1]).__class__(1, 0))
 
 
 def _submit(*args):

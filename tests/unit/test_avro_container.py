@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from lakefeed_testing.blob_generator import avro_schema
 
-from lakefeed.blob.avro_container import _long_bytes, _Stream, block_groups, read_header
+from lakefeed.blob.avro_container import Stream, _long_bytes, block_groups, read_header
 from lakefeed.blob.decode import ChunkRef, decode_chunk
 from lakefeed.errors import FeedCorruptError
 from lakefeed.storage import Store
@@ -59,7 +59,7 @@ def _blocks(data: bytes) -> tuple[bytes, bytes, list[tuple[int, bytes]]]:
     header, groups = walk(data, target_bytes=1)
     blocks = []
     for group in groups:
-        stream = _Stream(io.BytesIO(group.data[len(header.raw) :]), "x")
+        stream = Stream(io.BytesIO(group.data[len(header.raw) :]), "x")
         count, size = stream.long("count"), stream.long("size")
         blocks.append((count, stream.read(size, "body")))
     return header.raw, header.sync, blocks

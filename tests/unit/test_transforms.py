@@ -65,6 +65,7 @@ def test_with_claim_applies_the_coverage_rule_at_100ns(spark, tmp_path):
             event("on-edge", "2026-01-01T05:10:00.0000000Z"),
             event("late", "2026-01-01T06:12:00Z"),
             event("stray", "2026-01-01T08:00:00Z"),
+            event("early-stray", "2026-01-01T02:00:00Z"),
             event("ctl", "2026-01-01T05:20:00Z", type="Control"),
         ],
     )
@@ -73,8 +74,10 @@ def test_with_claim_applies_the_coverage_rule_at_100ns(spark, tmp_path):
     assert aware(rows["on-edge"]["claimWindow"]) == WINDOW_5
     assert aware(rows["late"]["claimWindow"]) == datetime(2026, 1, 1, 6, 10, tzinfo=UTC)
     assert aware(rows["stray"]["claimWindow"]) == WINDOW_5 and rows["stray"]["isStray"]
+    assert aware(rows["early-stray"]["claimWindow"]) == WINDOW_5 and rows["early-stray"]["isStray"]
+    assert not any(rows[i]["isStray"] for i in ("before-edge", "on-edge", "late"))
     assert not rows["late"]["isStray"]
-    assert {k for k, r in rows.items() if r["isOwned"]} == {"on-edge", "stray", "ctl"}
+    assert {k for k, r in rows.items() if r["isOwned"]} == {"on-edge", "stray", "early-stray", "ctl"}
     assert rows["ctl"]["isControl"] and not rows["on-edge"]["isControl"]
 
 

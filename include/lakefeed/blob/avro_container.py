@@ -50,7 +50,7 @@ class BlockGroup:
     data: bytes
 
 
-class _Stream:
+class Stream:
     """Reads a binary stream forward, counting bytes and optionally keeping what it read."""
 
     def __init__(self, handle: BinaryIO, url: str):
@@ -103,9 +103,9 @@ class _Stream:
         )
 
 
-def read_header(handle: BinaryIO, url: str) -> tuple[Header, _Stream]:
+def read_header(handle: BinaryIO, url: str) -> tuple[Header, Stream]:
     """The container header; a stream that is not one raises :class:`FeedCorruptError` naming ``url``."""
-    stream = _Stream(handle, url)
+    stream = Stream(handle, url)
     stream.kept = bytearray()
     if stream.read(len(MAGIC), "the magic bytes") != MAGIC:
         raise FeedCorruptError(f"{url}: not a valid Avro file (no Obj\\x01 magic)")
@@ -130,14 +130,14 @@ def read_header(handle: BinaryIO, url: str) -> tuple[Header, _Stream]:
     return Header(raw=raw, metadata=metadata, sync=sync), stream
 
 
-def _length(stream: _Stream, what: str) -> int:
+def _length(stream: Stream, what: str) -> int:
     length = stream.long(what)
     if length < 0 or length > _MAX_BLOCK:
         raise FeedCorruptError(f"{stream.url}: corrupt Avro: {what} of {length} bytes (byte {stream.position})")
     return length
 
 
-def block_groups(header: Header, stream: _Stream, target_bytes: int = 4 << 20) -> Iterator[BlockGroup]:
+def block_groups(header: Header, stream: Stream, target_bytes: int = 4 << 20) -> Iterator[BlockGroup]:
     """Consecutive whole blocks, about ``target_bytes`` at a time, each group checked (sizes, sync markers)."""
     records = 0
     group = bytearray(header.raw)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterator
 from datetime import UTC
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefeed.blob.avro_container import Header, block_groups
+from lakefeed.blob.avro_container import Header, Stream, block_groups
+from lakefeed.blob.feed import ChunkRef
+from lakefeed.blob.records import BatchBuilder
 from lakefeed.blob.schema import (
     BLOB_PROPERTIES_UPDATED,
     BLOB_TAGS_UPDATED,
@@ -20,20 +22,12 @@ from lakefeed.blob.schema import (
     DATA_TYPE,
     EVENT_STRING_FIELDS,
     RECORD_SCHEMA,
+    STRING_MAP,
     SUPPORTED_SCHEMA_VERSIONS,
 )
 from lakefeed.blob.timegrid import TICKS_PER_SECOND, parse_event_time
-from lakefeed.errors import FeedCorruptError
-
-if TYPE_CHECKING:
-    from lakefeed.blob.avro_container import _Stream
-from lakefeed.blob.records import BatchBuilder
-from lakefeed.blob.schema import STRING_MAP
 from lakefeed.blob.writer_schema import TAG_SIDES
-
-if TYPE_CHECKING:
-    from lakefeed.blob.decode import ChunkRef
-
+from lakefeed.errors import FeedCorruptError
 
 _SUPPORTED = pa.array(sorted(SUPPORTED_SCHEMA_VERSIONS), pa.int64())
 
@@ -42,7 +36,7 @@ _SERVICE_TIME = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5
 
 
 def decode_columnar(
-    header: Header, stream: _Stream, chunk: ChunkRef, url: str, batch_size: int
+    header: Header, stream: Stream, chunk: ChunkRef, url: str, batch_size: int
 ) -> Iterator[pa.RecordBatch]:
     from polars_avro import read_avro
 

@@ -17,13 +17,12 @@ record, for any other).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from datetime import datetime
 
 import pyarrow as pa
 
 from lakefeed.blob.avro_container import read_header
 from lakefeed.blob.columnar import decode_columnar
+from lakefeed.blob.feed import ChunkRef
 from lakefeed.blob.records import decode_records
 from lakefeed.blob.writer_schema import columnar_readable
 from lakefeed.storage import Store
@@ -40,17 +39,6 @@ CHUNK_INPUT_SCHEMA = pa.schema(
         ("columnar", pa.bool_()),  # the columnar reader where lossless (false: fastavro for every file)
     ]
 )
-
-
-@dataclass(frozen=True)
-class ChunkRef:
-    """What a task needs to decode one chunk file; no secrets (they come from the environment)."""
-
-    root: str
-    path: str
-    shard: str
-    segment_start: datetime
-    columnar: bool = True
 
 
 def decode_chunk(store: Store, chunk: ChunkRef, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:

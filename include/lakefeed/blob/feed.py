@@ -49,6 +49,18 @@ def parse_segment_manifest_path(path: str) -> datetime:
 
 
 @dataclass(frozen=True)
+class ChunkRef:
+    """A chunk file as a decoding task names it (:mod:`lakefeed.blob.decode`): what it needs to decode the
+    file; no secrets (they come from the environment)."""
+
+    root: str
+    path: str
+    shard: str
+    segment_start: datetime
+    columnar: bool = True
+
+
+@dataclass(frozen=True)
 class ChunkFile:
     """One Avro chunk file of one shard of one segment."""
 

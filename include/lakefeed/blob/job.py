@@ -1,4 +1,4 @@
-"""One run of the blob change feed pipeline: plan, decode, claim, dedupe, MERGE.
+"""One run of the blob change feed pipeline: plan what it reads, decode, claim, dedupe, MERGE.
 
 ``main()`` of ``spark_jobs/blob_changefeed_job.py`` calls :func:`run`. The
 order matters for the promises: every chunk file is decoded and checked
@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition
 from lakefeed.blob.feed import ChangeFeed
-from lakefeed.blob.plan import RunPlan, plan_run
+from lakefeed.blob.reading import Reading, plan_reading
 from lakefeed.blob.schema import spark_schema
 from lakefeed.blob.shards import RetentionDays
 from lakefeed.blob.summary import RunSummary
@@ -56,14 +56,14 @@ EVENTS_PARTITIONS = ("eventDate",)
 STATE_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
 
 
-def read_records(spark: SparkSession, plan: RunPlan, feed_root: str, decoder: str = "auto") -> DataFrame:
-    """Decoded records of every non-empty chunk file in the plan: one Spark task per chunk file, each
+def read_records(spark: SparkSession, reading: Reading, feed_root: str, decoder: str = "auto") -> DataFrame:
+    """Decoded records of every non-empty chunk file the job reads: one Spark task per chunk file, each
     decoded in a Python worker (:func:`lakefeed.blob.decode.decode_chunk`; ``decoder="python"`` forces
     the record-by-record path) and checked there, so a bad file fails the stage naming it."""
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, not {decoder!r}")
     # Largest files first: the longest tasks start first, so the stage ends evenly.
-    chunks = sorted((c for c in plan.chunk_files if c.size > 0), key=lambda c: -c.size)
+    chunks = sorted((c for c in reading.chunk_files if c.size > 0), key=lambda c: -c.size)
     rows = [(feed_root, c.path, c.shard, c.segment_start, decoder == "auto") for c in chunks]
     inputs = spark.createDataFrame(
         spark.sparkContext.parallelize(rows, max(1, len(rows))), spark_schema(CHUNK_INPUT_SCHEMA)
@@ -71,18 +71,18 @@ def read_records(spark: SparkSession, plan: RunPlan, feed_root: str, decoder: st
     return inputs.mapInArrow(decode_arrow_partition, spark_schema())
 
 
-def plan(
+def reading(
     feed_root: str,
     window_start: datetime,
     window_end: datetime,
     *,
     acknowledge_data_loss: bool = False,
     retention_days: RetentionDays = None,
-) -> RunPlan:
+) -> Reading:
     """Plan a run without Spark: a window that is not ready, or a shard folder of a segment read that retention
     may have emptied (unless ``acknowledge_data_loss``: then it is skipped), is refused before any JVM starts;
     ``retention_days`` is the account's change feed retention (:mod:`lakefeed.blob.shards`)."""
-    return plan_run(
+    return plan_reading(
         ChangeFeed(Store(feed_root)),
         window_start,
         window_end,
@@ -92,29 +92,29 @@ def plan(
 
 
 def run(
-    spark: SparkSession, plan: RunPlan, feed_root: str, events_table: str, state_table: str, decoder: str = "auto"
+    spark: SparkSession, reading: Reading, feed_root: str, events_table: str, state_table: str, decoder: str = "auto"
 ) -> RunSummary:
     clock = _Clock()
     events_table, state_table = table_location(events_table), table_location(state_table)
     summary = RunSummary(
         **{
             snake(k): v
-            for k, v in plan.describe().items()
+            for k, v in reading.describe().items()
             if k in ("windows", "lastConsumable", "segments", "missingShards", "emptyShards", "shardVerdicts")
         },
-        chunk_files=len(plan.chunk_files),
-        empty_chunk_files=sum(1 for c in plan.chunk_files if c.size == 0),
-        bytes_read=plan.bytes,
+        chunk_files=len(reading.chunk_files),
+        empty_chunk_files=sum(1 for c in reading.chunk_files if c.size == 0),
+        bytes_read=reading.bytes,
         events_table=events_table,
         state_table=state_table,
-        lag_hours=(plan.last_consumable - (plan.windows[-1] + HOUR)).total_seconds() / 3600,
+        lag_hours=(reading.last_consumable - (reading.windows[-1] + HOUR)).total_seconds() / 3600,
     )
     log.info(
         "planned %d window(s) %s..%s: %d segment(s), %d chunk file(s), %d bytes",
-        len(plan.windows),
+        len(reading.windows),
         summary.windows[0],
         summary.windows[-1],
-        len(plan.segments),
+        len(reading.segments),
         summary.chunk_files,
         summary.bytes_read,
     )
@@ -124,7 +124,7 @@ def run(
     # second read) and caches only the deduplicated batch: corrupt input fails
     # here, before any target is created or written.
     observation = Observation("feed records")
-    marked = with_claim(read_records(spark, plan, feed_root, decoder), plan.grid.offset_ticks, plan.windows)
+    marked = with_claim(read_records(spark, reading, feed_root, decoder), reading.grid.offset_ticks, reading.windows)
     batch = to_event_rows(
         dedupe_by_id(drop_control(owned(_observe_counts(marked, observation)))), datetime.now(UTC)
     ).persist()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import fastavro
 import pyarrow as pa
 
+from lakefeed.blob.feed import ChunkRef
 from lakefeed.blob.schema import (
     DATA_BOOL_FIELDS,
     DATA_FIELDS,
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
     from fastavro.types import AvroMessage
 
 from lakefeed.blob.schema import STRING_MAP
-
-if TYPE_CHECKING:
-    from lakefeed.blob.decode import ChunkRef
-
 
 _KNOWN_DATA_FIELDS = frozenset(DATA_FIELDS) - {"extra"}
 

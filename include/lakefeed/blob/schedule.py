@@ -10,10 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from lakefeed.blob.feed import ChangeFeed
-from lakefeed.blob.plan import is_ready, windows_in_range
-from lakefeed.blob.timegrid import HOUR, WindowGrid
+from lakefeed.blob.timegrid import HOUR, WindowGrid, is_ready, windows_in_range
 from lakefeed.errors import FeedConfigError, FeedCorruptError, WindowNotReadyError
-from lakefeed.times import format_time, parse_time
+from lakefeed.times import format_time
 
 
 @dataclass(frozen=True)
@@ -26,13 +25,6 @@ class Batch:
     @property
     def windows(self) -> int:
         return int((self.end - self.start) / HOUR)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"start": format_time(self.start), "end": format_time(self.end)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Batch:
-        return cls(parse_time(d["start"]), parse_time(d["end"]))
 
 
 def check_last_consumable(current: datetime, seen: datetime | None, where: str) -> None:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from lakefeed.errors import FeedConfigError
 from lakefeed.times import format_time, utc
 
 TICKS_PER_SECOND = 10_000_000
@@ -113,17 +114,21 @@ class WindowGrid:
         return out
 
 
-def claim_window(event_ticks: int, segment_ticks: int, grid: WindowGrid) -> int:
-    """The coverage rule: which window claims an event read from a segment.
-
-    The event belongs to the window containing its time when that window is
-    within an hour of the segment; otherwise (a stray) to its segment's window.
-    """
-    window = grid.window_of(event_ticks)
-    if abs(window - segment_ticks) <= HOUR_TICKS:
-        return window
-    return segment_ticks
+def is_ready(window: datetime, last_consumable: datetime) -> bool:
+    """Window T is ready once ``lastConsumable >= T + 1h`` (its next-hour segment is consumable)."""
+    return last_consumable >= window + HOUR
 
 
-def is_stray(event_ticks: int, segment_ticks: int, grid: WindowGrid) -> bool:
-    return abs(grid.window_of(event_ticks) - segment_ticks) > HOUR_TICKS
+def windows_in_range(grid: WindowGrid, window_start: datetime, window_end: datetime) -> list[datetime]:
+    """The grid windows of ``[window_start, window_end)``; both ends must be on the grid."""
+    for name, moment in (("window-start", window_start), ("window-end", window_end)):
+        if not grid.contains_start(moment):
+            raise FeedConfigError(
+                f"{name} {format_time(moment)} is not on the feed's hourly grid "
+                f"(windows start at minute {grid.offset_minutes:02d})"
+            )
+    if window_end <= window_start:
+        raise FeedConfigError(
+            f"window-end {format_time(window_end)} must be after window-start {format_time(window_start)}"
+        )
+    return grid.windows(window_start, window_end)

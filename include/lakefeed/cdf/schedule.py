@@ -15,9 +15,6 @@ class VersionRange:
     start: int
     end: int
 
-    def to_dict(self) -> dict[str, int]:
-        return {"start": self.start, "end": self.end}
-
 
 def pending_ranges(applied: int | None, latest: int | None, versions_per_job: int, cap: int) -> list[VersionRange]:
     """Ranges after ``applied`` up to ``latest`` (at most ``cap`` versions), ``versions_per_job`` each."""

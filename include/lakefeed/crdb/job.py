@@ -1,7 +1,7 @@
-"""One run of the CockroachDB pipeline: plan a resolved range, read its files, keep the greatest
+"""One run of the CockroachDB pipeline: plan what a resolved range reads, read its files, keep the greatest
 ``updated`` per key, MERGE each topic into its Delta table guarded by ``updated``.
 
-``main()`` of ``spark_jobs/cockroach_changefeed_job.py`` calls :func:`plan` (no JVM: a range whose
+``main()`` of ``spark_jobs/cockroach_changefeed_job.py`` calls :func:`reading` (no JVM: a range whose
 RESOLVED file is missing is refused before Spark starts) and :func:`run`. Every file is decoded and
 checked (an action over all messages) before any target is written, so bad input stops the run with
 nothing written. The MERGE applies a change only when its ``updated`` is newer than the stored row's
@@ -77,7 +77,7 @@ TARGET_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
 DEFAULT_LATE_FILE_LOOKBACK = timedelta(hours=24)
 
 
-def plan(
+def reading(
     sink_root: str, after: Hlc | None, through: Hlc, late_file_lookback: timedelta = DEFAULT_LATE_FILE_LOOKBACK
 ) -> tuple[SinkRange, list[SinkFile]]:
     """The range to apply, without Spark: refused (exit 2) when a RESOLVED file is missing or invalid.

@@ -13,6 +13,8 @@ from deltalake import write_deltalake
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
+from lakefeed_testing.readiness import sources_behind
+
 from lakefeed.cdf import pipeline as cdf_pipeline
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.config import CdfConfig, CdfPipeline
@@ -21,7 +23,6 @@ from lakefeed.documents import to_document
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, WindowNotReadyError
 from lakefeed.pipeline import RunContext
 from lakefeed.storage import Store
-from lakefeed_airflow.triggers import sources_behind
 from tests.cells import commit_plan, file_store, job_outputs
 
 DAG = "delta_cdf_to_delta"

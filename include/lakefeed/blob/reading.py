@@ -1,7 +1,8 @@
-"""Which windows a run processes and which segments and chunk files it reads.
+"""What one job reads (the job side; the DAG side chooses its windows in :mod:`lakefeed.blob.schedule`):
+its windows, and which segments and chunk files they read.
 
 The window arithmetic is pure (unit-tested without Spark or storage);
-:func:`plan_run` adds the cheap driver-side I/O: Segments.json, day listings,
+:func:`plan_reading` adds the cheap driver-side I/O: Segments.json, day listings,
 the manifests of the segments read, and the chunk files of their shards.
 A shard folder of a segment read that holds no chunk file is an empty shard, read
 as empty, or data loss, refused unless the run acknowledges it (then skipped), as
@@ -18,8 +19,8 @@ from typing import Any
 
 from lakefeed.blob.feed import ChangeFeed, ChunkFile, Segment, SegmentChunks, segment_manifest_path
 from lakefeed.blob.shards import LOOKBACK_SEGMENTS, RetentionDays, ShardVerdict, judge_empty_shards
-from lakefeed.blob.timegrid import HOUR, WindowGrid
-from lakefeed.errors import DataLossError, FeedConfigError, FeedCorruptError, WindowNotReadyError
+from lakefeed.blob.timegrid import HOUR, WindowGrid, is_ready, windows_in_range
+from lakefeed.errors import DataLossError, FeedCorruptError, WindowNotReadyError
 from lakefeed.times import format_time
 
 log = logging.getLogger(__name__)
@@ -34,36 +35,6 @@ def grid_of(segment_starts: list[datetime], last_consumable: datetime) -> Window
     if len(minutes) > 1:
         raise FeedCorruptError(f"segments start at different minutes past the hour ({sorted(minutes)}): no hourly grid")
     return WindowGrid(minutes.pop() if minutes else last_consumable.minute)
-
-
-def is_ready(window: datetime, last_consumable: datetime) -> bool:
-    """Window T is ready once ``lastConsumable >= T + 1h`` (its next-hour segment is consumable)."""
-    return last_consumable >= window + HOUR
-
-
-def ready_windows(
-    grid: WindowGrid, first_segment: datetime, last_consumable: datetime, after: datetime | None = None
-) -> list[datetime]:
-    """Every ready window from the one before the first segment (or after ``after``) on."""
-    start = grid.floor(first_segment) - HOUR
-    if after is not None:
-        start = max(start, after + HOUR)
-    return [w for w in grid.windows(start, last_consumable) if is_ready(w, last_consumable)]
-
-
-def windows_in_range(grid: WindowGrid, window_start: datetime, window_end: datetime) -> list[datetime]:
-    """The grid windows of ``[window_start, window_end)``; both ends must be on the grid."""
-    for name, moment in (("window-start", window_start), ("window-end", window_end)):
-        if not grid.contains_start(moment):
-            raise FeedConfigError(
-                f"{name} {format_time(moment)} is not on the feed's hourly grid "
-                f"(windows start at minute {grid.offset_minutes:02d})"
-            )
-    if window_end <= window_start:
-        raise FeedConfigError(
-            f"window-end {format_time(window_end)} must be after window-start {format_time(window_start)}"
-        )
-    return grid.windows(window_start, window_end)
 
 
 def segments_to_read(
@@ -92,7 +63,7 @@ class MissingShard:
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class Reading:
     """What one job run reads and which windows it claims events for."""
 
     windows: list[datetime]
@@ -121,7 +92,7 @@ class RunPlan:
         }
 
 
-def plan_run(
+def plan_reading(
     feed: ChangeFeed,
     window_start: datetime,
     window_end: datetime,
@@ -129,12 +100,12 @@ def plan_run(
     acknowledge_data_loss: bool = False,
     retention_days: RetentionDays = None,
     now: datetime | None = None,
-) -> RunPlan:
+) -> Reading:
     """Plan ``[window_start, window_end)``; refuse (no writes) any window that is not ready. A shard folder of
     a segment read that holds no chunk file is judged from the evidence (:mod:`lakefeed.blob.shards`:
     ``retention_days`` is the account's change feed retention, ``now`` the time to age segments by): an
     empty shard is read as empty; one retention may have emptied is refused unless ``acknowledge_data_loss``
-    (then it is skipped and listed in :attr:`RunPlan.missing_shards`)."""
+    (then it is skipped and listed in :attr:`Reading.missing_shards`)."""
     last_consumable = feed.last_consumable()
     # Segments of the day before the range up to the day after: enough to find
     # the grid and every T-1h / T+1h segment, without listing the whole feed.
@@ -180,7 +151,7 @@ def plan_run(
         raise DataLossError(f"{describe_data_loss(feed, lost, windows)}. Nothing was written; {ACKNOWLEDGE_DATA_LOSS}.")
     if lost:
         log.warning("data loss acknowledged, skipping: %s", describe_data_loss(feed, lost, windows))
-    return RunPlan(
+    return Reading(
         windows=windows,
         grid=grid,
         last_consumable=last_consumable,
@@ -207,14 +178,3 @@ def describe_data_loss(feed: ChangeFeed, lost: list[ShardVerdict], windows: list
     return (
         f"{segments}. Windows of this run that may be missing events: {', '.join(format_time(w) for w in incomplete)}"
     )
-
-
-def plan_ready_windows(feed: ChangeFeed, after: datetime | None = None) -> tuple[datetime, datetime] | None:
-    """``[start, end)`` of every ready window (after ``after``), or None when there is none."""
-    last_consumable = feed.last_consumable()
-    starts = feed.all_segment_starts()
-    if not starts:
-        return None
-    grid = grid_of(starts, last_consumable)
-    windows = ready_windows(grid, starts[0], last_consumable, after)
-    return (windows[0], windows[-1] + HOUR) if windows else None

@@ -5,16 +5,9 @@ import pytest
 from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 
 from lakefeed.blob.feed import ChangeFeed, segment_manifest_path
-from lakefeed.blob.plan import (
-    grid_of,
-    is_ready,
-    plan_ready_windows,
-    plan_run,
-    ready_windows,
-    segments_to_read,
-    windows_in_range,
-)
-from lakefeed.blob.timegrid import WindowGrid
+from lakefeed.blob.reading import grid_of, plan_reading, segments_to_read
+from lakefeed.blob.schedule import first_window, pending_windows
+from lakefeed.blob.timegrid import WindowGrid, is_ready, windows_in_range
 from lakefeed.errors import DataLossError, FeedConfigError, FeedCorruptError, WindowNotReadyError
 from lakefeed.storage import Store
 
@@ -42,7 +35,7 @@ def test_window_is_ready_once_last_consumable_reaches_its_end():
 
 
 def test_ready_windows_start_an_hour_before_the_first_segment_and_cover_gaps():
-    windows = ready_windows(GRID, utc(2026, 1, 1, 0, 10), utc(2026, 1, 1, 3, 10))
+    windows = pending_windows(utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 3, 10), cap=100)
     assert windows == [
         utc(2025, 12, 31, 23, 10),
         utc(2026, 1, 1, 0, 10),
@@ -52,9 +45,9 @@ def test_ready_windows_start_an_hour_before_the_first_segment_and_cover_gaps():
 
 
 def test_ready_windows_after_a_checkpoint():
-    windows = ready_windows(GRID, utc(2026, 1, 1, 0, 10), utc(2026, 1, 1, 3, 10), after=utc(2026, 1, 1, 1, 10))
+    windows = pending_windows(utc(2026, 1, 1, 2, 10), utc(2026, 1, 1, 3, 10), cap=100)  # 01:10 applied
     assert windows == [utc(2026, 1, 1, 2, 10)]
-    assert ready_windows(GRID, utc(2026, 1, 1, 0, 10), utc(2026, 1, 1, 3, 10), after=utc(2026, 1, 1, 2, 10)) == []
+    assert pending_windows(utc(2026, 1, 1, 3, 10), utc(2026, 1, 1, 3, 10), cap=100) == []
 
 
 def test_windows_in_range_requires_grid_aligned_bounds():
@@ -96,7 +89,7 @@ def _feed(tmp_path, last_consumable, segments):
 def test_plan_refuses_windows_that_are_not_ready(tmp_path):
     feed = _feed(tmp_path, "2026-01-01T02:10:00Z", [(utc(2026, 1, 1, h, 10), "Finalized") for h in range(3)])
     with pytest.raises(WindowNotReadyError, match="2026-01-01T02:10:00Z"):
-        plan_run(feed, utc(2026, 1, 1, 1, 10), utc(2026, 1, 1, 3, 10))
+        plan_reading(feed, utc(2026, 1, 1, 1, 10), utc(2026, 1, 1, 3, 10))
 
 
 def test_plan_never_reads_a_publishing_segment(tmp_path):
@@ -110,7 +103,7 @@ def test_plan_never_reads_a_publishing_segment(tmp_path):
         ],
     )
     with pytest.raises(WindowNotReadyError, match=r"Publishing.*idx/segments/2026/01/01/0210/meta.json"):
-        plan_run(feed, utc(2026, 1, 1, 1, 10), utc(2026, 1, 1, 2, 10))
+        plan_reading(feed, utc(2026, 1, 1, 1, 10), utc(2026, 1, 1, 2, 10))
 
 
 def test_plan_reads_previous_and_next_segments(tmp_path):
@@ -119,19 +112,21 @@ def test_plan_reads_previous_and_next_segments(tmp_path):
         "2026-01-01T03:10:00Z",
         [(utc(2026, 1, 1, h, 10), "Finalized") for h in range(4)] + [(utc(2026, 1, 1, 4, 10), "Publishing")],
     )
-    plan = plan_run(feed, utc(2026, 1, 1, 1, 10), utc(2026, 1, 1, 2, 10))
+    plan = plan_reading(feed, utc(2026, 1, 1, 1, 10), utc(2026, 1, 1, 2, 10))
     assert [s.start for s in plan.segments] == [utc(2026, 1, 1, h, 10) for h in (0, 1, 2)]
     assert plan.describe()["windows"] == ["2026-01-01T01:10:00Z"]
 
 
-def test_plan_ready_windows_covers_the_whole_feed(tmp_path):
+def test_a_first_run_is_ready_for_the_whole_feed(tmp_path):
     feed = _feed(
         tmp_path,
         "2026-01-01T03:10:00Z",
         [(utc(2026, 1, 1, h, 10), "Finalized") for h in (0, 1, 3)] + [(utc(2026, 1, 1, 4, 10), "Publishing")],
     )
-    assert plan_ready_windows(feed) == (utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 3, 10))
-    assert plan_ready_windows(feed, after=utc(2026, 1, 1, 2, 10)) is None
+    first = first_window(feed, None, None)
+    assert first == utc(2025, 12, 31, 23, 10)
+    assert pending_windows(first, feed.last_consumable(), cap=100)[-1] == utc(2026, 1, 1, 2, 10)
+    assert pending_windows(utc(2026, 1, 1, 3, 10), feed.last_consumable(), cap=100) == []
 
 
 # A shard folder a manifest names can hold no chunk file: an hour without events on that shard (the Azure SDKs
@@ -162,10 +157,10 @@ def _lose_shard(root, segment, folder_too=False):
 def test_an_empty_shard_in_a_segment_younger_than_a_whole_one_is_read_as_empty_and_counted(tmp_path):
     generate_feed(tmp_path, LOST_SPEC)
     feed = ChangeFeed(Store(str(tmp_path)))
-    whole = plan_run(feed, *RANGE, now=NOW)
+    whole = plan_reading(feed, *RANGE, now=NOW)
     assert whole.describe()["emptyShards"] == 0 and whole.shard_verdicts == []
     _lose_shard(tmp_path, YOUNGER)
-    plan = plan_run(feed, *RANGE, now=NOW)  # not refused: retention would have emptied 00:10 first
+    plan = plan_reading(feed, *RANGE, now=NOW)  # not refused: retention would have emptied 00:10 first
     described = plan.describe()
     assert described["emptyShards"] == 1 and described["missingShards"] == [] and plan.missing_shards == []
     [verdict] = described["shardVerdicts"]
@@ -181,7 +176,7 @@ def test_plan_refuses_a_shard_of_the_feeds_oldest_segment_naming_it_why_and_the_
     _lose_shard(tmp_path, OLDEST, folder_too)
     feed = ChangeFeed(Store(str(tmp_path)))
     with pytest.raises(DataLossError) as refused:
-        plan_run(feed, *RANGE, now=NOW)
+        plan_reading(feed, *RANGE, now=NOW)
     message = str(refused.value)
     assert f"{tmp_path}/idx/segments/2026/01/01/0010/meta.json" in message
     assert f"{tmp_path}/{shard(OLDEST)}" in message
@@ -199,7 +194,7 @@ def test_a_shard_is_lost_where_every_older_segment_looked_at_lost_files_too(tmp_
     generate_feed(tmp_path, LOST_SPEC)
     _lose_shard(tmp_path, OLDEST)
     _lose_shard(tmp_path, YOUNGER)
-    plan = plan_run(ChangeFeed(Store(str(tmp_path))), *RANGE, acknowledge_data_loss=True, now=NOW)
+    plan = plan_reading(ChangeFeed(Store(str(tmp_path))), *RANGE, acknowledge_data_loss=True, now=NOW)
     reasons = {v.segment_start: v.reason for v in plan.shard_verdicts if v.deleted}
     assert sorted(reasons) == [OLDEST, YOUNGER] and plan.describe()["emptyShards"] == 0
     assert "none of the 1 older segment(s) looked at holds all its chunk files" in reasons[YOUNGER]
@@ -211,15 +206,15 @@ def test_the_accounts_retention_decides_by_the_segments_age(tmp_path):
     feed = ChangeFeed(Store(str(tmp_path)))
     # 7 days: the segment ended 331 days ago, so retention may have emptied it, older segments or not.
     with pytest.raises(DataLossError, match=r"past the account's change feed retention of 7 days"):
-        plan_run(feed, *RANGE, retention_days=7, now=NOW)
+        plan_reading(feed, *RANGE, retention_days=7, now=NOW)
     # 400 days: within it, nothing of it can have been deleted.
-    within = plan_run(feed, *RANGE, retention_days=400, now=NOW)
+    within = plan_reading(feed, *RANGE, retention_days=400, now=NOW)
     assert within.describe()["emptyShards"] == 1 and "within the account's change feed retention of 400 days" in (
         within.shard_verdicts[0].reason
     )
     # Unlimited: never a loss, even in the feed's oldest segment.
     _lose_shard(tmp_path, OLDEST)
-    unlimited = plan_run(feed, *RANGE, retention_days="unlimited", now=NOW)
+    unlimited = plan_reading(feed, *RANGE, retention_days="unlimited", now=NOW)
     assert [v.deleted for v in unlimited.shard_verdicts] == [False, False]
     assert all("without limit" in v.reason for v in unlimited.shard_verdicts)
 
@@ -227,10 +222,10 @@ def test_the_accounts_retention_decides_by_the_segments_age(tmp_path):
 def test_plan_acknowledging_data_loss_skips_the_missing_shard_and_reports_it(tmp_path):
     generate_feed(tmp_path, LOST_SPEC)
     feed = ChangeFeed(Store(str(tmp_path)))
-    whole = plan_run(feed, *RANGE)
+    whole = plan_reading(feed, *RANGE)
     assert whole.missing_shards == [] and whole.describe()["missingShards"] == []
     _lose_shard(tmp_path, OLDEST)
-    plan = plan_run(feed, *RANGE, acknowledge_data_loss=True, now=NOW)
+    plan = plan_reading(feed, *RANGE, acknowledge_data_loss=True, now=NOW)
     assert plan.describe()["missingShards"] == [{"segment": "2026-01-01T00:10:00Z", "shard": shard(OLDEST)}]
     assert [v.describe()["verdict"] for v in plan.shard_verdicts] == ["deleted"]
     assert [s.start for s in plan.segments] == [s.start for s in whole.segments]
@@ -243,5 +238,5 @@ def test_plan_without_the_lost_segment_is_not_refused(tmp_path):
     _lose_shard(tmp_path, YOUNGER, folder_too=True)
     _lose_shard(tmp_path, utc(2026, 1, 1, 3, 10), folder_too=True)
     # Window 23:10 reads the segments of 22:10, 23:10 (none) and 00:10, not the others.
-    plan = plan_run(ChangeFeed(Store(str(tmp_path))), utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 0, 10))
+    plan = plan_reading(ChangeFeed(Store(str(tmp_path))), utc(2025, 12, 31, 23, 10), utc(2026, 1, 1, 0, 10))
     assert [s.start for s in plan.segments] == [OLDEST] and plan.missing_shards == []
