@@ -37,58 +37,7 @@ lost to retention) fails without retry; transient failures retry with backoff.
 `include/lakefeed/config.py`), defaulting to the demo feed under `data/demo`.
 """
 
-from __future__ import annotations
+from lakefeed.blob.spec import SPEC
+from lakefeed_airflow.pipeline_dag import feed_dag
 
-from airflow.sdk import dag
-
-from lakefeed.blob.pipeline import JOB_SCRIPT
-from lakefeed_airflow import feeds
-from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, MAX_ACTIVE_RUNS, START_DATE
-from lakefeed_airflow.forms import blob_grid_minute, blob_params
-from lakefeed_airflow.pipeline_dag import wire_pipeline
-from lakefeed_airflow.sensors import ChangeFeedReadySensor
-from lakefeed_airflow.settings import TEMPLATE_MACROS
-
-
-@dag(
-    dag_id="blob_changefeed_to_delta",
-    description="Azure Blob Storage change feed → Delta events and state tables, hourly, exactly once",
-    schedule=HOURLY,
-    start_date=START_DATE,
-    catchup=False,
-    max_active_runs=MAX_ACTIVE_RUNS,
-    dagrun_timeout=DAGRUN_TIMEOUT,
-    tags=["lakefeed", "azure-blob", "changefeed", "delta"],
-    default_args=DEFAULT_ARGS,
-    params=blob_params(blob_grid_minute()),
-    user_defined_macros=TEMPLATE_MACROS,
-    doc_md=__doc__,
-)
-def blob_changefeed_to_delta():
-    wait_for_ready_window = ChangeFeedReadySensor(
-        task_id="wait_for_ready_window",
-        feed_root="{{ lakefeed.blob.feed_root }}",
-        checkpoint_variable="{{ lakefeed.blob.checkpoint_variable }}",
-        wasb_conn_id="{{ lakefeed.blob.wasb_conn_id or '' }}",
-        start_from="{{ lakefeed.blob.start_from or '' }}",
-        targets='{{ {"events": lakefeed.blob.events_table, "state": lakefeed.blob.state_table} | tojson }}',
-        poke_seconds="{{ lakefeed.blob.sensor_poke_seconds }}",
-        timeout_seconds="{{ lakefeed.blob.sensor_timeout_seconds }}",
-        skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.window_start or params.window_end "
-        "else ('checkpoint reset' if params.reset_checkpoint else '') }}",
-        deferrable=True,
-        retries=0,
-    )
-
-    wire_pipeline(
-        sensor=wait_for_ready_window,
-        feed=feeds.BLOB,
-        plan_task_id="plan_windows",
-        apply_task_id="ingest_windows",
-        commit_task_id=feeds.BLOB_COMMIT_TASK_ID,
-        job_script=JOB_SCRIPT,
-        job_name="blob_changefeed_to_delta",
-    )
-
-
-blob_changefeed_to_delta()
+dag = feed_dag(SPEC, __doc__)

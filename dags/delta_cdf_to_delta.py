@@ -35,54 +35,7 @@ a first run refuses a target holding rows it did not write unless
 `include/lakefeed/config.py`), defaulting to the demo source `data/demo/cdf/source`.
 """
 
-from __future__ import annotations
+from lakefeed.cdf.spec import SPEC
+from lakefeed_airflow.pipeline_dag import feed_dag
 
-from airflow.sdk import dag
-
-from lakefeed.cdf.pipeline import JOB_SCRIPT
-from lakefeed_airflow import feeds
-from lakefeed_airflow.dag_defaults import DAGRUN_TIMEOUT, DEFAULT_ARGS, HOURLY, MAX_ACTIVE_RUNS, START_DATE
-from lakefeed_airflow.forms import cdf_params, cdf_pipeline_names
-from lakefeed_airflow.pipeline_dag import wire_pipeline
-from lakefeed_airflow.sensors import DeltaVersionSensor
-from lakefeed_airflow.settings import TEMPLATE_MACROS
-
-
-@dag(
-    dag_id="delta_cdf_to_delta",
-    description="Delta change data feeds → Delta mirror tables with tombstones, hourly, exactly once",
-    schedule=HOURLY,
-    start_date=START_DATE,
-    catchup=False,
-    max_active_runs=MAX_ACTIVE_RUNS,
-    dagrun_timeout=DAGRUN_TIMEOUT,
-    tags=["lakefeed", "delta", "cdf"],
-    default_args=DEFAULT_ARGS,
-    params=cdf_params(cdf_pipeline_names()),
-    user_defined_macros=TEMPLATE_MACROS,
-    doc_md=__doc__,
-)
-def delta_cdf_to_delta():
-    wait_for_new_versions = DeltaVersionSensor(
-        task_id="wait_for_new_versions",
-        sources="{{ lakefeed.cdf_sources(params.pipeline) }}",
-        poke_seconds="{{ lakefeed.cdf.sensor_poke_seconds }}",
-        timeout_seconds="{{ lakefeed.cdf.sensor_timeout_seconds }}",
-        skip_reason="{{ 'backfill run' if dag_run.run_type == 'backfill' or params.starting_version is not none "
-        "or params.ending_version is not none else ('full refresh' if params.full_refresh else '') }}",
-        deferrable=True,
-        retries=0,
-    )
-
-    wire_pipeline(
-        sensor=wait_for_new_versions,
-        feed=feeds.CDF,
-        plan_task_id="plan_ranges",
-        apply_task_id="apply_ranges",
-        commit_task_id=feeds.CDF_COMMIT_TASK_ID,
-        job_script=JOB_SCRIPT,
-        job_name="delta_cdf_to_delta",
-    )
-
-
-delta_cdf_to_delta()
+dag = feed_dag(SPEC, __doc__)

@@ -20,12 +20,6 @@ from lakefeed.ledger import LedgerEntry
 
 FULL_REFRESH_MODE = "full-refresh"  # a CDF job summary's mode when it replaced its target
 
-ALIASES = {
-    "blob_changefeed_to_delta": "lakefeed_blob_targets",
-    "delta_cdf_to_delta": "lakefeed_cdf_targets",
-    "cockroach_changefeed_to_delta": "lakefeed_crdb_targets",
-}
-
 
 def table_uri(location: str) -> str:
     """The asset URI of a Delta table: a local path as ``file:///abs/path``, a URI as written (``abfss://…``)."""

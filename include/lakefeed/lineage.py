@@ -28,10 +28,6 @@ from urllib.parse import unquote, urlsplit
 
 from lakefeed.documents import counted_keys
 
-BLOB = "blob"
-CDF = "cdf"
-COCKROACH = "cockroach"
-
 
 @dataclass(frozen=True)
 class DatasetRef:

@@ -537,6 +537,9 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
     plan_type: type[PlanT]
     summary_type: type[SummaryT]
     checkpoint_type: CheckpointKind  # reads a pipeline's checkpoint document
+    # ``module:function`` of the feed's ``ready(storage, **watched) -> (ready, details)``: what a waiting
+    # sensor's trigger polls (cheap listings, never a JVM), with what :meth:`watch` found.
+    readiness: str
     noun: str = "feed"  # what a checkpoint's identity names, in a warning
 
     # -- configuration --
@@ -563,6 +566,23 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
     @abstractmethod
     def targets(self, pipeline: PipelineT) -> list[str]:
         """The pipeline's Delta targets now (their marks guard the run)."""
+
+    # -- the sensor --
+
+    @abstractmethod
+    def watch(
+        self, config: ConfigT, checkpoints: Callable[[PipelineT], CheckpointT], pipeline: str | None, storage: Storage
+    ) -> dict[str, Any]:
+        """What a sensor's trigger polls (:attr:`readiness`'s keyword arguments: primitives), from the
+        checkpoints of the pipelines a run waits for (``pipeline``: the one its params name, if any);
+        refuses, before any wait, checkpoints that do not belong to the configured targets."""
+
+    def check_params(
+        self, params: Mapping[str, Any], config: ConfigT, checkpoints: Callable[[PipelineT], CheckpointT]
+    ) -> None:
+        """Refuse params no run can serve, in a sentence naming the value (the api-server's check when a run
+        is triggered; ``checkpoints`` may add what they recorded). Default: the feed's :meth:`request`."""
+        self.request(params, config)
 
     # -- plan hooks --
 

@@ -26,13 +26,8 @@ from typing import Any
 import attrs
 from openlineage.client.facet_v2 import RunFacet
 
-from lakefeed.blob import summary as blob_summary
-from lakefeed.cdf import summary as cdf_summary
-from lakefeed.crdb import summary as crdb_summary
+from lakefeed.feeds import FeedSpec, specs
 from lakefeed.lineage import (
-    BLOB,
-    CDF,
-    COCKROACH,
     DatasetRef,
     Figures,
     JobLineage,
@@ -48,11 +43,11 @@ log = logging.getLogger(__name__)
 SCHEMA_BASE = "urn:lakefeed:openlineage:"  # the facets' JSON schemas: docs/openlineage/<Facet>.json
 JOB_FACET = "lakefeed_job"
 RUN_FACET = "lakefeed_run"
-OUTCOMES = {  # what a finished job applied, from its summary: each feed reads its own
-    BLOB: blob_summary.lineage_outcome,
-    CDF: cdf_summary.lineage_outcome,
-    COCKROACH: crdb_summary.lineage_outcome,
-}
+
+
+def _spec(lineage: JobLineage) -> FeedSpec:
+    """The spec of the feed a job belongs to (its ``lineage_outcome``: what a finished job applied)."""
+    return next(spec for spec in specs() if spec.key == lineage.feed)
 
 
 @attrs.define
@@ -126,7 +121,7 @@ def declared_lineage(lineage: JobLineage) -> Any:
     """The ``OperatorLineage`` of a job before it ran (or when it failed): the datasets its plan declared."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    account, delta_input = lineage.account, lineage.feed == CDF
+    account, delta_input = lineage.account, _spec(lineage).delta_inputs
     return OperatorLineage(
         inputs=[_input(dataset_ref(i, account), delta=delta_input) for i in lineage.inputs],
         outputs=[_output(dataset_ref(o, account)) for o in lineage.outputs],
@@ -138,8 +133,9 @@ def completed_lineage(lineage: JobLineage, summary: dict[str, Any]) -> Any:
     ``lakefeed_job`` run facet."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    account, delta_input = lineage.account, lineage.feed == CDF
-    outcome: JobOutcome = OUTCOMES[lineage.feed](lineage, summary)
+    spec = _spec(lineage)
+    account, delta_input = lineage.account, spec.delta_inputs
+    outcome: JobOutcome = spec.lineage_outcome(lineage, summary)
     outputs: dict[DatasetRef, Any] = {}
     for figures in outcome.outputs:
         outputs.setdefault(dataset_ref(figures.location, account), figures)

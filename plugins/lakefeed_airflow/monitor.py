@@ -11,8 +11,9 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from lakefeed.feeds import FeedSpec, spec_of, specs
 from lakefeed.monitor import (
     card,
     explain,
@@ -24,19 +25,17 @@ from lakefeed.monitor import (
 )
 from lakefeed_airflow.runs import FAILURE_KEY, NOT_READY_KEY, REFUSAL_KEY
 
-if TYPE_CHECKING:
-    from lakefeed_airflow.feeds import Wired
-
 log = logging.getLogger(__name__)
 
 RUNS_SHOWN = 20
 
 
-def wired(dag_id: str) -> Wired:
-    """The lakefeed DAG ``dag_id`` as :mod:`lakefeed_airflow.feeds` wires it."""
-    from lakefeed_airflow.feeds import WIRED
-
-    return next(w for w in WIRED if w.dag_id == dag_id)
+def wired(dag_id: str) -> FeedSpec:
+    """The spec of the lakefeed DAG ``dag_id``."""
+    spec = spec_of(dag_id)
+    if spec is None:
+        raise KeyError(f"{dag_id} is not a lakefeed DAG")
+    return spec
 
 
 def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, Any], dict | None]]:
@@ -98,10 +97,10 @@ def recent_runs(dag_id: str, limit: int = RUNS_SHOWN) -> list[tuple[dict[str, An
             found = recorded.get(r.run_id, {})
             if state == "failed":
                 task, text = (found.get(FAILURE_KEY) or found.get(REFUSAL_KEY) or [("", UNRECORDED)])[0]
-                reason = explain(task, text, facts.reset)
+                reason = explain(task, text, facts.reset_control)
             elif state == "success" and found.get(NOT_READY_KEY):
                 task, text = found[NOT_READY_KEY][0]  # skipped: its range is not in the source yet
-                reason = explain(task, text, facts.reset)
+                reason = explain(task, text, facts.reset_control)
             base = run_base(
                 r.run_id,
                 _text(r.run_type),
@@ -137,7 +136,9 @@ def _as_report(value: Any) -> dict | None:
 
 
 def _cards(dag_id: str) -> list[dict[str, Any]]:
-    watched = wired(dag_id).watched()
+    from lakefeed_airflow.feeds import watched as watched_now
+
+    watched = watched_now(dag_id)
     runs = recent_runs(dag_id)
     return [card(one, dag_id, runs) for one in watched]
 
@@ -145,10 +146,8 @@ def _cards(dag_id: str) -> list[dict[str, Any]]:
 def overview(readable: Callable[[str], bool] = lambda dag_id: True) -> dict[str, Any]:
     """The card of every configured pipeline whose DAG's runs ``readable(dag_id)`` allows (a config that
     cannot be read is shown as that card's error); nothing is read for a pipeline that is not shown."""
-    from lakefeed_airflow.feeds import WIRED
-
     cards: list[dict[str, Any]] = []
-    for key, dag_id in ((w.key, w.dag_id) for w in WIRED):
+    for key, dag_id in ((spec.key, spec.dag_id) for spec in specs()):
         if not readable(dag_id):
             continue
         built, error = guarded(lambda: _cards(dag_id))  # noqa: B023

@@ -32,23 +32,30 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
-from airflow.sdk import Asset, AssetAlias, BaseOperator, get_current_context, task
+from airflow.sdk import Asset, AssetAlias, BaseOperator, Param, dag, get_current_context, task
 
-from lakefeed.assets import ALIASES, announced_in
+from lakefeed.assets import announced_in
 from lakefeed.documents import to_document
+from lakefeed.feeds import FeedSpec
 from lakefeed.ledger import AnnouncedSince, IsAnnounced
-from lakefeed.pipeline import Feed
 from lakefeed.spark import delta_package
+from lakefeed_airflow import feeds
 from lakefeed_airflow.dag_defaults import (
     CHECKPOINT_POOL,
+    DAGRUN_TIMEOUT,
+    DEFAULT_ARGS,
+    HOURLY,
+    MAX_ACTIVE_RUNS,
     SPARK_CONN_ID,
     SPARK_POOL,
+    START_DATE,
     planned_or_skip,
     refusals_fail_the_task,
     summary_kept_on_failure,
 )
 from lakefeed_airflow.operators import LakefeedSparkSubmitOperator
 from lakefeed_airflow.runs import job_outputs
+from lakefeed_airflow.sensors import FeedReadySensor
 from lakefeed_airflow.watcher import fail_run_if_a_task_failed
 
 ARGUMENTS_TASK_ID = "spark_arguments"
@@ -85,19 +92,53 @@ def _lineage() -> ModuleType | None:
     return lineage
 
 
-def wire_pipeline(
-    *,
-    sensor: BaseOperator,
-    feed: Feed[Any, Any, Any, Any],
-    plan_task_id: str,
-    apply_task_id: str,
-    commit_task_id: str,
-    job_script: str,
-    job_name: str,
-) -> None:
+def feed_dag(spec: FeedSpec, doc_md: str | None = None) -> Any:
+    """The DAG of the feed ``spec`` declares (``dags/<dag_id>.py`` calls it): hourly over data intervals,
+    its trigger form, its sensor (:class:`~lakefeed_airflow.sensors.FeedReadySensor`) and the tasks every
+    lakefeed DAG shares (:func:`wire_pipeline`). Reads no Variable: the DAG is the same whatever they hold."""
+    form = spec.form()
+    ranged = " or ".join(f"(params.{name} is not none and params.{name} != '')" for name in spec.range_params)
+    skip_reason = (
+        f"{{{{ 'backfill run' if dag_run.run_type == 'backfill' or {ranged} "
+        f"else ('{spec.reset_control.lower()}' if params.{spec.reset_param} else '') }}}}"
+    )
+
+    @dag(
+        dag_id=spec.dag_id,
+        description=spec.description,
+        schedule=HOURLY,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=MAX_ACTIVE_RUNS,
+        dagrun_timeout=DAGRUN_TIMEOUT,
+        tags=["lakefeed", *spec.tags],
+        default_args=DEFAULT_ARGS,
+        params={
+            name: Param(fields["default"], **{k: v for k, v in fields.items() if k != "default"})
+            for name, fields in form.items()
+        },
+        doc_md=doc_md,
+    )
+    def pipeline() -> None:
+        sensor = FeedReadySensor(
+            task_id=spec.sensor_task,
+            feed=spec.dag_id,
+            pipeline="{{ params.pipeline or '' }}" if "pipeline" in form else "",
+            skip_reason=skip_reason,
+            deferrable=True,
+            retries=0,
+        )
+        wire_pipeline(sensor=sensor, spec=spec)
+
+    return pipeline()
+
+
+def wire_pipeline(*, sensor: BaseOperator, spec: FeedSpec) -> None:
     """Create the tasks after ``sensor`` inside a ``@dag`` function. The Spark settings, timeout and the
     ``wasb`` connection (whose credential the job gets in its environment) come from the configuration
-    the plan carries: each job's connection from ``feed.job_connections(planned)``."""
+    the plan carries: each job's connection from ``feed.job_connections(plan)``."""
+    feed = feeds.feed(spec)
+    plan_task_id, apply_task_id, commit_task_id = spec.plan_task, spec.apply_task, spec.commit_task
     config = f"ti.xcom_pull(task_ids='{plan_task_id}')['config']"
 
     @task(task_id=plan_task_id, retries=1, multiple_outputs=False)
@@ -142,7 +183,7 @@ def wire_pipeline(
             for args, connection, declared in zip(arguments, connections, lineage, strict=True)
         ]
 
-    alias = AssetAlias(ALIASES[job_name])
+    alias = AssetAlias(spec.alias)
 
     @task(
         task_id=commit_task_id,
@@ -172,11 +213,11 @@ def wire_pipeline(
     planned = plan_task()
     apply = LakefeedSparkSubmitOperator.partial(
         task_id=apply_task_id,
-        application=job_script,
+        application=spec.job_script,
         conn_id=SPARK_CONN_ID,
         pool=SPARK_POOL,
         packages=delta_package(),
-        name=job_name,
+        name=spec.dag_id,
         extra_conf=f"{{{{ ({config}.spark_conf or {{}}) | tojson }}}}",
         timeout_minutes=f"{{{{ {config}.spark_job_timeout_minutes }}}}",
         summary_root=f"{{{{ {config}.job_summary_root or '' }}}}",

@@ -22,12 +22,7 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
 
-from lakefeed_airflow.triggers import (
-    ChangeFeedReadyTrigger,
-    DeltaVersionTrigger,
-    FeedReadinessTrigger,
-    ResolvedTimestampTrigger,
-)
+from lakefeed_airflow.triggers import FeedReadinessTrigger
 
 # The run types that wait for new data. A manual run (the Trigger button, `airflow dags test`) is asked for
 # by someone who wants an answer now; a backfill names its range and needs no sensor.
@@ -63,20 +58,13 @@ class _PollingSensor(BaseSensorOperator):
         self.timeout_seconds = timeout_seconds
         self.deferrable = deferrable
 
-    trigger_class: type[FeedReadinessTrigger]  # what a deferred wait polls, and what the sensor checks first
-
-    def _watch(self) -> dict[str, Any]:
-        """What the trigger polls, from the checkpoint (the feed's ``watch``); raises a Refusal when the
-        checkpoint does not match the configuration."""
-        raise NotImplementedError
-
     def _check(self) -> tuple[bool, dict[str, Any]]:
         """(ready, details): reads the checkpoint and the source; raises a Refusal when they do not match."""
-        self._watched = self._watch()
-        return self.trigger_class.check(self._watched)
+        raise NotImplementedError
 
     def _trigger(self, deadline: str) -> Any:
-        return self.trigger_class(**self._watched, deadline=deadline, poke_interval=self.poke_interval)
+        """What a deferred wait polls until ``deadline``."""
+        raise NotImplementedError
 
     def _checked(self) -> tuple[bool, dict[str, Any]]:
         from airflow.sdk.exceptions import AirflowFailException
@@ -137,144 +125,69 @@ class _PollingSensor(BaseSensorOperator):
         raise RuntimeError(event.get("message") or f"unexpected trigger event {event!r}")
 
 
-class ChangeFeedReadySensor(_PollingSensor):
-    """Waits until a blob change feed window past the checkpoint is ready (reads ``meta/Segments.json``).
+class FeedReadySensor(_PollingSensor):
+    """Waits until a feed's source has something past its checkpoints: checks once in the worker (the feed's
+    ``FeedHooks.watch``, then its readiness check), then polls the check from the triggerer.
 
-    :param feed_root: the ``$blobchangefeed`` container (folder or URL)
-    :param checkpoint_variable: the Variable holding the pipeline's checkpoint
-    :param wasb_conn_id: read the feed through this Azure connection (empty: fsspec)
-    :param start_from: ISO time before which windows are ignored on a first run (empty: none)
-    :param targets: JSON object ``{role: Delta table}`` of the tables the checkpoint vouches for
+    :param feed: the lakefeed DAG whose feed it waits for (:func:`lakefeed.feeds.spec_of`)
+    :param pipeline: the pipeline a run's params name (templated; empty: every pipeline of the feed)
 
-    A ``lastConsumable`` that moved backwards, a checkpoint made on another feed, or a target dropped,
-    recreated or restored behind the checkpoint (checked once, before waiting) fails the task.
+    Reads the feed's configuration Variable when it runs (never while the DAG file is parsed): its
+    ``sensor_poke_seconds``, ``sensor_timeout_seconds`` and ``wasb_conn_id``. A checkpoint that does not belong
+    to the configured source and targets (checked once, before waiting) fails the task.
     """
 
-    template_fields: Sequence[str] = (
-        *_PollingSensor.template_fields,
-        "feed_root",
-        "checkpoint_variable",
-        "wasb_conn_id",
-        "start_from",
-        "targets",
-    )
+    template_fields: Sequence[str] = (*_PollingSensor.template_fields, "pipeline")
 
-    def __init__(
-        self,
-        *,
-        feed_root: str,
-        checkpoint_variable: str,
-        wasb_conn_id: str | None = None,
-        start_from: str | None = None,
-        targets: str | dict[str, str] = "{}",
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, feed: str, pipeline: str = "", **kwargs: Any) -> None:
+        kwargs.setdefault("poke_seconds", "")
+        kwargs.setdefault("timeout_seconds", "")
         super().__init__(**kwargs)
-        self.feed_root = feed_root
-        self.checkpoint_variable = checkpoint_variable
-        self.wasb_conn_id = wasb_conn_id
-        self.start_from = start_from
-        self.targets = targets
+        self.feed = feed
+        self.pipeline = pipeline
 
-    trigger_class = ChangeFeedReadyTrigger
+    def execute(self, context: Context) -> Any:
+        if self.skip_reason:
+            self.log.info("%s: nothing to wait for", self.skip_reason)
+            return None
+        config = self._config()
+        if _none_if_blank(self.poke_seconds) is None:
+            self.poke_seconds = config.sensor_poke_seconds
+        if _none_if_blank(self.timeout_seconds) is None:
+            self.timeout_seconds = config.sensor_timeout_seconds
+        self.wasb_conn_id = config.wasb_conn_id
+        return super().execute(context)
+
+    def _spec(self) -> Any:
+        from lakefeed.feeds import spec_of
+
+        spec = spec_of(self.feed)
+        if spec is None:
+            raise ValueError(f"{self.feed} is not a lakefeed DAG")
+        return spec
+
+    def _config(self) -> Any:
+        from lakefeed_airflow.settings import config_of
+
+        return config_of(self._spec())
 
     def _watch(self) -> dict[str, Any]:
-        from lakefeed.blob.checkpoint import BlobCheckpoint
-        from lakefeed.blob.readiness import watch
-        from lakefeed_airflow.settings import VariableCell
-
-        cell = VariableCell(self.checkpoint_variable)
-        return watch(
-            BlobCheckpoint.from_json(cell.get(), f"Variable {cell.name}"),
-            json.loads(self.targets) if isinstance(self.targets, str) else self.targets,
-            feed_root=self.feed_root,
-            wasb_conn_id=_none_if_blank(self.wasb_conn_id),
-            start_from=_none_if_blank(self.start_from),
-            checkpoint_variable=self.checkpoint_variable,
-        )
-
-
-class DeltaVersionSensor(_PollingSensor):
-    """Waits until the source table of a CDF pipeline has versions past its checkpoint (lists
-    ``_delta_log``; never a JVM).
-
-    :param sources: JSON list of ``{"name", "source_table", "target_table", "checkpoint_variable", "keys",
-        "columns"}``, one per pipeline
-
-    A source that does not exist or is not the table its checkpoint was made on (dropped and recreated), a
-    target dropped, recreated or restored behind the checkpoint, or keys or columns other than the
-    checkpoint's (checked once, before waiting), fails the task.
-    """
-
-    template_fields: Sequence[str] = (*_PollingSensor.template_fields, "sources")
-
-    def __init__(self, *, sources: str | list[dict[str, Any]], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.sources = sources
-
-    trigger_class = DeltaVersionTrigger
-
-    def _watch(self) -> dict[str, Any]:
-        from lakefeed.cdf.checkpoint import CdfCheckpoint
-        from lakefeed.cdf.readiness import watch
-        from lakefeed_airflow.settings import VariableCell
+        from lakefeed_airflow.settings import checkpoint_store
         from lakefeed_airflow.wasb_feed import AIRFLOW_STORAGE
 
-        watched = []
-        for source in json.loads(self.sources) if isinstance(self.sources, str) else self.sources:
-            cell = VariableCell(source["checkpoint_variable"])
-            watched.append(watch(CdfCheckpoint.from_json(cell.get(), f"Variable {cell.name}"), source, AIRFLOW_STORAGE))
-        return {"sources": watched}
+        hooks = self._spec().hooks
+        return hooks.watch(
+            self._config(),
+            lambda pipeline: checkpoint_store(pipeline, hooks.checkpoint_type).load(),
+            _none_if_blank(self.pipeline),
+            AIRFLOW_STORAGE,
+        )
 
+    def _check(self) -> tuple[bool, dict[str, Any]]:
+        self._watched = self._watch()
+        return FeedReadinessTrigger.check(self._watched, self._spec().hooks.readiness)
 
-class ResolvedTimestampSensor(_PollingSensor):
-    """Waits until a CockroachDB changefeed's sink has a RESOLVED file newer than the checkpoint (lists the
-    sink from the checkpoint's partition on; never a JVM).
-
-    :param sink_root: the changefeed's sink path (folder or URL)
-    :param checkpoint_variable: the Variable holding the pipeline's checkpoint
-    :param wasb_conn_id: read an Azure sink through this connection (empty: fsspec)
-    :param target_root: the folder of the topic tables (empty: not checked)
-
-    A checkpoint made on another sink or with another target root, or a topic table dropped, recreated
-    or restored behind it (checked once, before waiting), fails the task.
-    """
-
-    template_fields: Sequence[str] = (
-        *_PollingSensor.template_fields,
-        "sink_root",
-        "checkpoint_variable",
-        "wasb_conn_id",
-        "target_root",
-    )
-
-    def __init__(
-        self,
-        *,
-        sink_root: str,
-        checkpoint_variable: str,
-        wasb_conn_id: str | None = None,
-        target_root: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.sink_root = sink_root
-        self.checkpoint_variable = checkpoint_variable
-        self.wasb_conn_id = wasb_conn_id
-        self.target_root = target_root
-
-    trigger_class = ResolvedTimestampTrigger
-
-    def _watch(self) -> dict[str, Any]:
-        from lakefeed.crdb.checkpoint import CrdbCheckpoint
-        from lakefeed.crdb.readiness import watch
-        from lakefeed_airflow.settings import VariableCell
-
-        cell = VariableCell(self.checkpoint_variable)
-        return watch(
-            CrdbCheckpoint.from_json(cell.get(), f"Variable {cell.name}"),
-            sink_root=self.sink_root,
-            wasb_conn_id=_none_if_blank(self.wasb_conn_id),
-            target_root=_none_if_blank(self.target_root),
-            checkpoint_variable=self.checkpoint_variable,
+    def _trigger(self, deadline: str) -> Any:
+        return FeedReadinessTrigger(
+            readiness=self._spec().hooks.readiness, **self._watched, deadline=deadline, poke_interval=self.poke_interval
         )

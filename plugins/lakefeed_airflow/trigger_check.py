@@ -4,15 +4,16 @@ Airflow validates a triggered run's params one by one against their JSON schemas
 and answers a bad value with the schema's wording (a regular expression), and
 cannot check rules across params (both ends of a range, their order). This ASGI
 middleware, installed by the ``lakefeed_monitor`` plugin as a root middleware,
-sees ``POST /api/v2/dags/<dag_id>/dagRuns`` for the three lakefeed DAGs before
-Airflow does, checks the run's ``conf`` with the functions the plans use
-(:mod:`lakefeed.run_params`) and refuses a bad request with ``400`` and a sentence
+sees ``POST /api/v2/dags/<dag_id>/dagRuns`` for the lakefeed DAGs (:func:`lakefeed.feeds.specs`) before
+Airflow does, checks the run's ``conf`` as the plans read it (the feed's
+``FeedHooks.check_params``) and refuses a bad request with ``400`` and a sentence
 as its ``detail``, which the trigger dialog shows. Every other request passes
 untouched; a request it cannot read passes too, for Airflow to answer.
 
-What the checks need besides the params (the blob feed's grid minute, recorded in
-its checkpoint; the configured CDF pipelines) is read from the Variables at that
-moment, best effort: unknown, those checks are left to the plan.
+What the checks need besides the params (the configuration, e.g. the configured CDF
+pipelines; the checkpoints, e.g. the blob feed's grid minute) is read from the
+Variables at that moment; when the database cannot be read, the defaults stand in
+and the rest is left to the plan.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lakefeed.errors import ConfigError
+from lakefeed.feeds import spec_of
 
 log = logging.getLogger(__name__)
 
@@ -33,55 +35,49 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 _TRIGGER = re.compile(r"^/api/v2/dags/(?P<dag_id>[^/]+)/dagRuns/?$")
-BLOB_DAG, CDF_DAG, CRDB_DAG = "blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"
+
+Checkpoints = Callable[[Any], Any]  # a pipeline's checkpoint as it is now
 
 
 def refusal(
-    dag_id: str, conf: dict[str, Any], blob_grid_minute: int | None = None, cdf_pipelines: list[str] | None = None
+    dag_id: str, conf: dict[str, Any], config: Any = None, checkpoints: Checkpoints | None = None
 ) -> str | None:
     """The sentence refusing ``conf`` for a run of ``dag_id``, or None when the params make a request the
-    plan can serve (or the DAG is not a lakefeed DAG)."""
-    from lakefeed.run_params import blob_request, cdf_request, crdb_request
-
-    checks: dict[str, Callable[[], object]] = {
-        BLOB_DAG: lambda: blob_request(conf, blob_grid_minute),
-        CDF_DAG: lambda: cdf_request(conf, cdf_pipelines),
-        CRDB_DAG: lambda: crdb_request(conf),
-    }
-    if dag_id not in checks:
+    plan can serve (or the DAG is not a lakefeed DAG). ``config`` and ``checkpoints``: the feed's as they
+    are now (default: the defaults and empty checkpoints)."""
+    spec = spec_of(dag_id)
+    if spec is None:
         return None
+    kind = spec.hooks.checkpoint_type
     try:
-        checks[dag_id]()
+        spec.hooks.check_params(
+            conf,
+            spec.config(None) if config is None else config,
+            checkpoints or (lambda pipeline: kind.from_json(None, f"Variable {pipeline.checkpoint_variable}")),
+        )
     except ConfigError as exc:
         return str(exc)
     return None
 
 
-def _hints(dag_id: str) -> dict[str, Any]:
-    """What the checks of ``dag_id`` can know besides the params, read from the Variables now (core
-    models: the api-server reads the metadata database directly)."""
-    from airflow.models.variable import Variable
-
-    def variable(name: str) -> dict:
-        text = Variable.get(name, default_var=None)
-        return json.loads(text) if text else {}
+def _context(dag_id: str) -> tuple[Any, Checkpoints | None]:
+    """The feed's configuration and checkpoints now (core models: the api-server reads the metadata database
+    directly). A configuration that cannot be read is refused with its sentence by the check; when the
+    database cannot be read, the checks use the defaults and leave the rest to the plan."""
+    spec = spec_of(dag_id)
+    if spec is None:
+        return None, None
+    from lakefeed_airflow.settings import checkpoint_store, config_of
 
     try:
-        if dag_id == BLOB_DAG:
-            from lakefeed_airflow.settings import BLOB_CONFIG_VARIABLE
-
-            checkpoint = variable(variable(BLOB_CONFIG_VARIABLE).get("checkpoint_variable", "lakefeed_blob_checkpoint"))
-            minute = checkpoint.get("gridMinute")
-            return {"blob_grid_minute": minute if isinstance(minute, int) and 0 <= minute < 60 else None}
-        if dag_id == CDF_DAG:
-            from lakefeed.config import CdfConfig
-            from lakefeed_airflow.settings import CDF_CONFIG_VARIABLE
-
-            text = Variable.get(CDF_CONFIG_VARIABLE, default_var=None)
-            return {"cdf_pipelines": [p.name for p in CdfConfig.from_json(text, CDF_CONFIG_VARIABLE).pipelines]}
+        config = config_of(spec, orm=True)
+    except ConfigError:
+        raise
     except Exception as exc:
-        log.info("trigger check of %s without hints: %s", dag_id, type(exc).__name__)
-    return {}
+        log.info("trigger check of %s on the defaults: %s", dag_id, type(exc).__name__)
+        return None, None
+    kind = spec.hooks.checkpoint_type
+    return config, lambda pipeline: checkpoint_store(pipeline, kind, orm=True).load()
 
 
 class TriggerParamsCheck:
@@ -92,7 +88,7 @@ class TriggerParamsCheck:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = _TRIGGER.match(scope.get("path", "")) if scope.get("type") == "http" else None
-        if match is None or scope.get("method") != "POST" or match["dag_id"] not in (BLOB_DAG, CDF_DAG, CRDB_DAG):
+        if match is None or scope.get("method") != "POST" or spec_of(match["dag_id"]) is None:
             await self.app(scope, receive, send)
             return
         messages: list[Message] = []
@@ -122,8 +118,11 @@ class TriggerParamsCheck:
             return None  # not ours to answer: Airflow refuses a malformed body itself
         if not isinstance(conf, dict):
             return None
-        hints = await run_in_threadpool(_hints, dag_id)
-        return refusal(dag_id, conf, **hints)
+        try:
+            config, checkpoints = await run_in_threadpool(_context, dag_id)
+        except ConfigError as exc:
+            return str(exc)
+        return refusal(dag_id, conf, config, checkpoints)
 
 
 async def _answer(send: Send, status: int, document: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """Deferrable waiting in the triggerer (no worker slot): poll cheap JSON until something is ready.
 
-Each feed's trigger polls its library readiness check (``lakefeed.<feed>.readiness.ready``) with the
-arguments its sensor's ``watch`` step found, through Airflow's ``wasb`` connections. Triggers store only
+A feed's trigger (:class:`FeedReadinessTrigger`) polls its library readiness check (``FeedHooks.readiness``)
+with the arguments its sensor's ``watch`` step found, through Airflow's ``wasb`` connections. Triggers store only
 primitives; each yields exactly one event: ``ready``, ``timeout`` (at ``deadline``), ``refused`` (the
 checkpoint does not belong to what is polled, or the feed went backwards: a message naming it) or ``error``.
 The sensors call the same check functions before deferring.
@@ -60,31 +60,36 @@ def readiness_check(path: str) -> Any:
 
 
 class FeedReadinessTrigger(_PollingTrigger):
-    """Polls ``READINESS`` (``module:function`` of a feed's ``ready(storage, **watched)``) with the keyword
-    arguments it was given (what the sensor's ``watch`` step found), through the ``wasb`` connections."""
+    """Polls ``readiness`` (``module:function`` of a feed's ``ready(storage, **watched)``:
+    ``FeedHooks.readiness``) with the keyword arguments it was given (what the sensor's ``watch`` step
+    found), through the ``wasb`` connections."""
 
-    READINESS: ClassVar[str]
+    READINESS: ClassVar[str | None] = None  # the feed triggers of earlier releases name theirs (deferred runs)
 
-    def __init__(self, *, deadline: str, poke_interval: float = 60.0, **watched: Any):
+    def __init__(self, *, deadline: str, poke_interval: float = 60.0, readiness: str | None = None, **watched: Any):
         super().__init__(deadline=deadline, poke_interval=poke_interval)
+        self.readiness = readiness or self.READINESS
+        if self.readiness is None:
+            raise ValueError("a FeedReadinessTrigger needs the feed's readiness check (module:function)")
         self.watched = watched
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        named = {} if self.READINESS else {"readiness": self.readiness}
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {**self.watched, "deadline": self.deadline, "poke_interval": self.poke_interval},
+            {**named, **self.watched, "deadline": self.deadline, "poke_interval": self.poke_interval},
         )
 
     @classmethod
-    def check(cls, watched: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    def check(cls, watched: dict[str, Any], readiness: str | None = None) -> tuple[bool, dict[str, Any]]:
         """One poll: the feed's readiness over ``watched``."""
         from lakefeed_airflow.wasb_feed import AIRFLOW_STORAGE
 
-        ready = readiness_check(cls.READINESS)
+        ready = readiness_check(readiness or cls.READINESS or "")
         return ready(AIRFLOW_STORAGE, **watched)
 
     def _check(self) -> tuple[bool, dict[str, Any]]:
-        return self.check(self.watched)
+        return self.check(self.watched, self.readiness)
 
 
 class ChangeFeedReadyTrigger(FeedReadinessTrigger):

@@ -390,8 +390,7 @@ def test_the_backfill_forms_create_runs_with_their_conf(stack, ran):
 
         form = open_trigger_form(page, api.base, CDF)
         form.get_by_text("Pipeline", exact=True).wait_for()
-        form.get_by_role("combobox").click()
-        page.get_by_role("option", name="orders").click()
+        form.locator("[name=element_pipeline]").fill("orders")
         form.locator("[name=element_starting_version]").fill("1")
         form.locator("[name=element_ending_version]").fill("2")
         page.screenshot(path=str(artefacts() / "cdf-backfill-form.png"), full_page=True)
@@ -464,6 +463,7 @@ REFUSED_FORMS = [
         "starting_version -1 is negative: Delta versions start at 0.",
     ),
     (CDF, {"starting_version": "5", "ending_version": "2"}, "ending_version 2 is before starting_version 5"),
+    (CDF, {"pipeline": "order"}, "pipeline 'order' is not configured: choose one of orders."),
     (CRDB, {"after_resolved": AFTER_RESOLVED}, "A backfill needs through_resolved"),
     (
         CRDB,

@@ -514,7 +514,7 @@ WRONG = """\
 See `include/lakefeed/no_such_module.py`, `spark_jobs/*.scala`, `plugins/lakefeed_airflow/blob_tasks.py`, `include/lakefeed/<feed>/log.py`;
 `lakefeed.no_such_module`, `lakefeed.pipeline.NoSuchThing`, `lakefeed.blob.generator`,
 `lakefeed_testing.blob_generator.no_such_function`, `lakefeed_airflow.blob_tasks`,
-`lakefeed_airflow.operators.FeedSparkSubmitOperator`, `lakefeed_airflow.sensors.ChangeFeedReadySensor.no_such`;
+`lakefeed_airflow.operators.FeedSparkSubmitOperator`, `lakefeed_airflow.sensors.FeedReadySensor.no_such`;
 `make no-such-target`, `--no-such-flag`, `FeedSparkSubmitOperator`, `LAKEFEED_NO_SUCH_SETTING`;
 [a page](docs/no_such_page.md), [an anchor](#no-such-heading), [another](docs/operations.md#no-such-heading).
 
@@ -561,7 +561,7 @@ def test_each_check_catches_a_name_that_does_not_exist() -> None:
         "lakefeed_testing.blob_generator.no_such_function: lakefeed_testing.blob_generator has no no_such_function",
         "lakefeed_airflow.blob_tasks: lakefeed_airflow has no blob_tasks",
         "lakefeed_airflow.operators has no FeedSparkSubmitOperator",
-        "lakefeed_airflow.sensors.ChangeFeedReadySensor has no no_such",
+        "lakefeed_airflow.sensors.FeedReadySensor has no no_such",
         "make no-such-target: no such target in the Makefile",
         "--no-such-flag: no Spark job takes it",
         "FeedSparkSubmitOperator is defined nowhere",

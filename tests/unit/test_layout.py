@@ -57,6 +57,29 @@ def test_the_shared_library_imports_no_feed() -> None:
     assert {path: names for path, names in found.items() if names} == {}
 
 
+def test_the_airflow_layer_imports_no_feed_and_each_dag_file_its_own_spec() -> None:
+    """A feed is declared once, in its package's spec: the plugin loops over the specs (lakefeed.feeds), and a
+    DAG file names its feed's spec and nothing else of it."""
+    feeds = {f"lakefeed.{f}" for f in FEEDS}
+    plugin = {
+        str(path.relative_to(ROOT)): hits
+        for path in sorted((ROOT / "plugins").rglob("*.py"))
+        if (hits := sorted(n for n in imported_modules(path) if ".".join(n.split(".")[:2]) in feeds))
+    }
+    assert plugin == {}
+    for path in sorted((ROOT / "dags").glob("*.py")):
+        named = sorted(n for n in imported_modules(path) if ".".join(n.split(".")[:2]) in feeds)
+        assert len(named) == 1 and named[0].endswith(".spec"), (path.name, named)
+
+
+def test_every_feed_is_found_by_its_spec() -> None:
+    from lakefeed.feeds import specs
+
+    found = {spec.hooks.__module__.split(".")[1] for spec in specs()}
+    assert found == set(FEEDS)
+    assert len({spec.dag_id for spec in specs()}) == len({spec.key for spec in specs()}) == len(FEEDS)
+
+
 @pytest.mark.parametrize("folder", RUNTIME, ids=lambda p: p.name)
 def test_the_runtime_never_imports_test_data_generators(folder: Path) -> None:
     assert importers(folder, "lakefeed_testing") == {}
@@ -85,7 +108,7 @@ def test_sensors_and_triggers_depend_on_the_library_not_on_the_wired_feeds() -> 
     plugin = ROOT / "plugins" / "lakefeed_airflow"
     found = {
         name: sorted(n for n in imported_modules(plugin / name) if n == "lakefeed_airflow.feeds")
-        for name in ("sensors.py", "triggers.py", "trigger_check.py", "pipeline_dag.py", "operators.py")
+        for name in ("sensors.py", "triggers.py", "trigger_check.py", "operators.py")
     }
     assert {name: hits for name, hits in found.items() if hits} == {}
 
@@ -96,7 +119,8 @@ FEED_PARTS = {
     "pipeline": (),  # its FeedHooks: test_every_feed_plugs_its_hooks_into_the_sequences
     "run_plan": (),
     "summary": (),
-    "readiness": ("watch", "ready"),
+    "readiness": ("ready",),
+    "spec": (),
     "monitoring": ("watched",),
     "job": (),
     "transforms": (),

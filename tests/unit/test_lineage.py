@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from lakefeed.blob import KEY as BLOB
 from lakefeed.blob.summary import lineage_outcome as blob_outcome
+from lakefeed.cdf import KEY as CDF
 from lakefeed.cdf.summary import lineage_outcome as cdf_outcome
+from lakefeed.crdb import KEY as COCKROACH
 from lakefeed.crdb.summary import lineage_outcome as crdb_outcome
 from lakefeed.lineage import (
-    BLOB,
-    CDF,
-    COCKROACH,
     DatasetRef,
     Figures,
     JobLineage,

@@ -31,11 +31,11 @@ def test_a_blob_card_shows_the_watermark_against_last_consumable_in_hours(tmp_pa
     generate_feed(tmp_path / "feed", FeedSpec(hours=5, events_per_hour=5, gap_hours=()))  # lastConsumable 04:10
     config = BlobPipelineConfig(feed_root=str(tmp_path / "feed"), spark_conf={"fs.azure.sas.x": "sig=abc"})
     store = file_store(tmp_path / "cp", BlobCheckpoint)
-    (shown,) = [card(w, "blob_changefeed_to_delta", RUNS) for w in blob.watched(config, store, LOCAL)]
+    (shown,) = [card(w, "blob_changefeed_to_delta", RUNS) for w in blob.watched(config, lambda _: store, LOCAL)]
     assert shown["checkpoint"]["value"] is None and shown["lag"] == {"value": None, "unit": "hours"}
     assert shown["source"] == {"label": "lastConsumable", "value": "2026-01-01T04:10:00Z", "error": None}
     store.update(lambda c: c.moved(watermark=parse_time("2026-01-01T01:10Z")))
-    (shown,) = [card(w, "blob_changefeed_to_delta", RUNS) for w in blob.watched(config, store, LOCAL)]
+    (shown,) = [card(w, "blob_changefeed_to_delta", RUNS) for w in blob.watched(config, lambda _: store, LOCAL)]
     assert shown["checkpoint"]["label"] == "watermark" and shown["checkpoint"]["value"] == "2026-01-01T01:10:00Z"
     assert shown["checkpoint"]["document"]["watermark"] == "2026-01-01T01:10:00Z"
     assert shown["lag"] == {"value": 3.0, "unit": "hours"} and shown["runs"][0]["read"] == 5
@@ -47,7 +47,7 @@ def test_a_crdb_card_shows_the_resolved_against_the_newest_resolved_file_in_seco
     config = CrdbConfig(sink_root=str(tmp_path / "sink"), target_root=str(tmp_path / "lake"))
     store = file_store(tmp_path / "cp", CrdbCheckpoint)
     store.update(lambda c: c.moved(resolved=sink.resolved[1]))
-    (shown,) = [card(w, "cockroach_changefeed_to_delta", []) for w in crdb.watched(config, store, LOCAL)]
+    (shown,) = [card(w, "cockroach_changefeed_to_delta", []) for w in crdb.watched(config, lambda _: store, LOCAL)]
     assert shown["source"]["value"] == sink.resolved[-1] and shown["checkpoint"]["value"] == sink.resolved[1]
     expected = round((Hlc.parse(sink.resolved[-1]).wall - Hlc.parse(sink.resolved[1]).wall) / 1e9, 3)
     assert shown["lag"] == {"value": expected, "unit": "seconds"} and shown["health"]["status"] == "no runs"
@@ -80,10 +80,12 @@ def test_a_checkpoint_that_cannot_be_read_is_the_cards_error_and_the_source_is_s
     config = BlobPipelineConfig(feed_root=str(tmp_path / "feed"))
     (shown,) = [
         card(w, "blob_changefeed_to_delta", [])
-        for w in blob.watched(config, file_store(tmp_path / "cp", BlobCheckpoint), LOCAL)
+        for w in blob.watched(config, lambda _: file_store(tmp_path / "cp", BlobCheckpoint), LOCAL)
     ]
     assert shown["error"] and "cp" in shown["error"] and shown["checkpoint"]["document"] is None
     assert shown["source"]["value"] == "2026-01-01T01:10:00Z"
     missing = BlobPipelineConfig(feed_root=str(tmp_path / "nowhere"))
-    (shown,) = [card(w, "x", []) for w in blob.watched(missing, file_store(tmp_path / "cp2", BlobCheckpoint), LOCAL)]
+    (shown,) = [
+        card(w, "x", []) for w in blob.watched(missing, lambda _: file_store(tmp_path / "cp2", BlobCheckpoint), LOCAL)
+    ]
     assert shown["source"]["value"] is None and "nowhere" in shown["source"]["error"]

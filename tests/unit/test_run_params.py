@@ -168,7 +168,7 @@ def _call(path: str, body: dict | bytes, method: str = "POST") -> tuple[list[dic
 def test_the_middleware_refuses_a_bad_trigger_with_its_sentence_before_airflow_sees_it(monkeypatch):
     import lakefeed_airflow.trigger_check as check
 
-    monkeypatch.setattr(check, "_hints", lambda dag_id: {})
+    monkeypatch.setattr(check, "_context", lambda dag_id: (None, None))
     sent, reached = _call(
         "/api/v2/dags/delta_cdf_to_delta/dagRuns",
         {"logical_date": None, "conf": {"starting_version": -1, "ending_version": 2}},
@@ -180,7 +180,7 @@ def test_the_middleware_refuses_a_bad_trigger_with_its_sentence_before_airflow_s
 def test_the_middleware_passes_a_good_trigger_whole_and_everything_else_untouched(monkeypatch):
     import lakefeed_airflow.trigger_check as check
 
-    monkeypatch.setattr(check, "_hints", lambda dag_id: {})
+    monkeypatch.setattr(check, "_context", lambda dag_id: (None, None))
     good = {"logical_date": None, "conf": {"window_start": "2026-01-01T00:10Z", "window_end": "2026-01-01T01:10Z"}}
     sent, reached = _call("/api/v2/dags/blob_changefeed_to_delta/dagRuns", good)
     assert reached == [json.dumps(good).encode()] and sent[0]["status"] == 200

@@ -3,6 +3,7 @@ against ``lastConsumable``, in hours."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -27,7 +28,11 @@ FIGURES = {
 }
 
 
-def watched(config: BlobPipelineConfig, checkpoints: CheckpointStore, storage: skeleton.Storage) -> list[Watched]:
+def watched(
+    config: BlobPipelineConfig,
+    checkpoints: Callable[[BlobPipelineConfig], CheckpointStore],
+    storage: skeleton.Storage,
+) -> list[Watched]:
     def recorded(checkpoint: BlobCheckpoint) -> str | None:
         return format_time(checkpoint.watermark) if checkpoint.watermark else None
 
@@ -39,7 +44,7 @@ def watched(config: BlobPipelineConfig, checkpoints: CheckpointStore, storage: s
             key="blob",
             title="Azure Blob change feed → Delta",
             config=asdict(config),
-            load_checkpoint=checkpoints.load,
+            load_checkpoint=checkpoints(config).load,
             checkpoint_label="watermark",
             recorded=recorded,
             position_label="lastConsumable",

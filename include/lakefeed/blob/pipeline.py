@@ -22,13 +22,14 @@ adopts them (``adopt_targets``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from lakefeed import pipeline as skeleton
 from lakefeed.assets import blob_changes
+from lakefeed.blob import DAG_ID, KEY
 from lakefeed.blob.checkpoint import BlobCheckpoint
 from lakefeed.blob.feed import SEGMENTS_JSON, ChangeFeed
 from lakefeed.blob.retention import next_segment, retention_gap
@@ -48,7 +49,7 @@ from lakefeed.checkpoint import TableMark, verify_feed
 from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig
 from lakefeed.delta import table_location
 from lakefeed.errors import DataLossError, FeedError
-from lakefeed.lineage import BLOB, JobLineage
+from lakefeed.lineage import JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import blob_request
 from lakefeed.targets import current_marks, verify_targets
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "blob_changefeed_job.py")
 SEGMENT_LISTING_AHEAD = 24 * HOUR  # how far past its windows a plan lists segments for the checkpoint's nextSegment
 RESET_REMEDY = skeleton.reset_remedy(
-    "blob_changefeed_to_delta",
+    DAG_ID,
     "it ingests again from the feed's first segment (or start_from) into the configured targets and records them",
 )
 
@@ -112,6 +113,7 @@ class BlobHooks(
 
     plan_type = BlobPlan
     checkpoint_type = BlobCheckpoint
+    readiness = "lakefeed.blob.readiness:ready"
     summary_type = RunSummary
 
     def remedy(self, pipeline: BlobPipelineConfig) -> str:
@@ -119,6 +121,30 @@ class BlobHooks(
 
     def targets(self, pipeline: BlobPipelineConfig) -> list[str]:
         return sorted(_target_tables(pipeline).values())
+
+    # -- the sensor --
+
+    def watch(
+        self,
+        config: BlobPipelineConfig,
+        checkpoints: Callable[[BlobPipelineConfig], BlobCheckpoint],
+        pipeline: str | None,
+        storage: skeleton.Storage,
+    ) -> dict[str, Any]:
+        from lakefeed.blob import readiness
+
+        checkpoint = checkpoints(config)
+        verify_recorded(config, checkpoint)
+        return readiness.watched(config, checkpoint)
+
+    def check_params(
+        self,
+        params: Mapping[str, Any],
+        config: BlobPipelineConfig,
+        checkpoints: Callable[[BlobPipelineConfig], BlobCheckpoint],
+    ) -> None:
+        """Also on the feed's hourly grid, as the checkpoint recorded it."""
+        blob_request(dict(params), checkpoints(config).grid_minute)
 
     # -- plan --
 
@@ -143,7 +169,7 @@ class BlobHooks(
 
     def verify(self, pipeline: BlobPipelineConfig, checkpoint: BlobCheckpoint, source: FeedSeen, where: str) -> None:
         verify_feed(checkpoint.feed, source.identity, where, RESET_REMEDY)
-        verify_targets(checkpoint.targets, _target_tables(pipeline), where, RESET_REMEDY)
+        verify_recorded(pipeline, checkpoint)
 
     def pending(
         self,
@@ -249,7 +275,7 @@ class BlobHooks(
         """What each batch reads (the feed) and writes (the events and state tables)."""
         config = plan.config
         lineage = JobLineage(
-            BLOB, config.checkpoint_variable, [config.feed_root], [config.events_table, config.state_table]
+            KEY, config.checkpoint_variable, [config.feed_root], [config.events_table, config.state_table]
         )
         return [lineage] * len(plan.batches)
 
@@ -325,6 +351,12 @@ class BlobHooks(
 
     def position(self, checkpoint: BlobCheckpoint) -> str | None:
         return format_time(checkpoint.watermark) if checkpoint.watermark else None
+
+
+def verify_recorded(config: BlobPipelineConfig, checkpoint: BlobCheckpoint) -> None:
+    """Refuse targets dropped, recreated or restored behind the checkpoint (the plan and the sensor)."""
+    where = f"Variable {config.checkpoint_variable}"
+    verify_targets(checkpoint.targets, _target_tables(config), where, RESET_REMEDY)
 
 
 def _target_tables(config: BlobPipelineConfig) -> dict[str, str]:

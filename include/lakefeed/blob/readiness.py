@@ -1,5 +1,6 @@
 """Is a blob change feed window past the checkpoint ready? What the DAG's sensor checks once before it waits
-(:func:`watch`) and what it, and its trigger in the triggerer, then polls (:func:`ready`): reads
+(:meth:`lakefeed.blob.pipeline.BlobHooks.watch`) and what it, and its trigger in the triggerer, then polls
+(:func:`ready`): reads
 ``meta/Segments.json`` (and, before a first run, the lowest segment folders), never a JVM."""
 
 from __future__ import annotations
@@ -12,30 +13,21 @@ from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.pipeline import RESET_REMEDY
 from lakefeed.blob.schedule import check_readiness
 from lakefeed.checkpoint import verify_feed
-from lakefeed.targets import verify_targets
+from lakefeed.config import BlobPipelineConfig
 from lakefeed.times import format_time, parse_time
 
 
-def watch(
-    checkpoint: BlobCheckpoint,
-    targets: dict[str, str],
-    *,
-    feed_root: str,
-    wasb_conn_id: str | None,
-    start_from: str | None,
-    checkpoint_variable: str,
-) -> dict[str, Any]:
-    """What :func:`ready` polls (primitives: a trigger stores them), from the checkpoint; refuses targets
-    dropped, recreated or restored behind it (``targets``: ``{role: Delta table}``)."""
-    verify_targets(checkpoint.targets, targets, f"Variable {checkpoint_variable}", RESET_REMEDY)
+def watched(config: BlobPipelineConfig, checkpoint: BlobCheckpoint) -> dict[str, Any]:
+    """What :func:`ready` polls (primitives: a trigger stores them), from the configuration and checkpoint
+    (which :meth:`lakefeed.blob.pipeline.BlobHooks.watch` checked first)."""
     return {
-        "feed_root": feed_root,
-        "wasb_conn_id": wasb_conn_id,
+        "feed_root": config.feed_root,
+        "wasb_conn_id": config.wasb_conn_id,
         "watermark": format_time(checkpoint.watermark) if checkpoint.watermark else None,
         "last_consumable_seen": format_time(checkpoint.last_consumable) if checkpoint.last_consumable else None,
-        "start_from": start_from,
+        "start_from": config.start_from,
         "feed_identity": checkpoint.feed,
-        "checkpoint_variable": checkpoint_variable,
+        "checkpoint_variable": config.checkpoint_variable,
     }
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from lakefeed.blob import DAG_ID
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.times import format_time
 
@@ -90,7 +91,7 @@ class RetentionGap:
             f"holds, {format_time(self.earliest_segment)}, {what}. The windows {format_time(self.first_window)} .. "
             f"{format_time(self.end_window)} (end exclusive) may be missing events; checkpoint {checkpoint_variable} "
             f"stays at {format_time(self.first_window)}. To accept the loss and go on from "
-            f"{format_time(self.resume_window)}, trigger blob_changefeed_to_delta with the param "
+            f"{format_time(self.resume_window)}, trigger {DAG_ID} with the param "
             f"acknowledge_data_loss=true (the run summary records the windows given up); to keep the data, "
             f"restore the deleted segments first."
         )

@@ -28,13 +28,14 @@ refused, each naming the path, versions or values and the way on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from lakefeed import pipeline as skeleton
 from lakefeed.assets import cdf_changes
+from lakefeed.cdf import DAG_ID, KEY
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.cdf.log import cdf_enabled
 from lakefeed.cdf.run_plan import CHANGES, FULL_REFRESH, CdfJob, CdfPlan, PipelinePlan
@@ -46,7 +47,7 @@ from lakefeed.delta import REFRESH_MARKER, table_location
 from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.documents import to_document
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError, WindowNotReadyError
-from lakefeed.lineage import CDF, JobLineage
+from lakefeed.lineage import JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import CdfRequest, cdf_request
 from lakefeed.targets import current_marks, rebuilt_after, verify_targets
@@ -100,6 +101,7 @@ class CdfHooks(
 
     plan_type = CdfPlan
     checkpoint_type = CdfCheckpoint
+    readiness = "lakefeed.cdf.readiness:ready"
     summary_type = CdfSummary
 
     def pipelines_of(self, config: CdfConfig) -> list[CdfPipeline]:
@@ -119,6 +121,21 @@ class CdfHooks(
 
     def targets(self, pipeline: CdfPipeline) -> list[str]:
         return [pipeline.target_table]
+
+    # -- the sensor --
+
+    def watch(
+        self,
+        config: CdfConfig,
+        checkpoints: Callable[[CdfPipeline], CdfCheckpoint],
+        pipeline: str | None,
+        storage: skeleton.Storage,
+    ) -> dict[str, Any]:
+        """The sources of every pipeline (or the one the run's params name)."""
+        from lakefeed.cdf import readiness
+
+        chosen = [p for p in config.pipelines if pipeline in (None, "", p.name)]
+        return {"sources": [readiness.watch(checkpoints(p), readiness.source_of(p), storage) for p in chosen]}
 
     # -- plan --
 
@@ -269,7 +286,7 @@ class CdfHooks(
     def lineage(self, plan: CdfPlan) -> list[JobLineage]:
         """What each job reads (its pipeline's source table) and writes (its target)."""
         pipelines = [plan.config.pipeline(job.pipeline) for job in plan.jobs]
-        return [JobLineage(CDF, p.checkpoint_variable, [p.source_table], [p.target_table]) for p in pipelines]
+        return [JobLineage(KEY, p.checkpoint_variable, [p.source_table], [p.target_table]) for p in pipelines]
 
     # -- commit --
 
@@ -416,12 +433,12 @@ def _not_beyond(version: int, latest: int, pipeline: CdfPipeline) -> None:
 
 
 def adopt_remedy(pipeline: str) -> str:
-    return f"trigger delta_cdf_to_delta once with the params pipeline={pipeline} and adopt_targets=true"
+    return f"trigger {DAG_ID} once with the params pipeline={pipeline} and adopt_targets=true"
 
 
 def refresh_remedy(pipeline: str) -> str:
     return (
-        f"trigger delta_cdf_to_delta with pipeline={pipeline} and full_refresh=true: it rebuilds the target "
+        f"trigger {DAG_ID} with pipeline={pipeline} and full_refresh=true: it rebuilds the target "
         f"from a snapshot of the source and restarts the checkpoint at that version"
     )
 

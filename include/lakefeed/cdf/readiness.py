@@ -9,8 +9,22 @@ from typing import Any
 from lakefeed import pipeline as skeleton
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.cdf.pipeline import refresh_remedy, verify_definition_of, verify_source
+from lakefeed.config import CdfPipeline
 from lakefeed.deltalog import DeltaLog
 from lakefeed.targets import verify_targets
+
+
+def source_of(pipeline: CdfPipeline) -> dict[str, Any]:
+    """What :func:`watch` reads of a pipeline's configuration."""
+    return {
+        "name": pipeline.name,
+        "source_table": pipeline.source_table,
+        "target_table": pipeline.target_table,
+        "checkpoint_variable": pipeline.checkpoint_variable,
+        "keys": pipeline.keys,
+        "columns": pipeline.columns,
+        "wasb_conn_id": pipeline.wasb_conn_id,
+    }
 
 
 def watch(checkpoint: CdfCheckpoint, source: dict[str, Any], storage: skeleton.Storage) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """CockroachDB changefeeds, from the files their cloud storage sink writes, into Delta."""
 
+KEY = "cockroach"  # the feed's kind: its monitor card and lineage jobs
+DAG_ID = "cockroach_changefeed_to_delta"
 APPLIED_FILES_TABLE = "_lakefeed_applied_files"  # under the target root: the sink files applied (not a topic table)
 
 

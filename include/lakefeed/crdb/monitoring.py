@@ -3,6 +3,7 @@ checkpoint's RESOLVED against the sink's newest RESOLVED file, in seconds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -26,7 +27,9 @@ FIGURES = {
 }
 
 
-def watched(config: CrdbConfig, checkpoints: CheckpointStore, storage: skeleton.Storage) -> list[Watched]:
+def watched(
+    config: CrdbConfig, checkpoints: Callable[[CrdbConfig], CheckpointStore], storage: skeleton.Storage
+) -> list[Watched]:
     def newest_resolved(resolved: str | None) -> str | None:
         """Lists the sink from the checkpoint's partition on, never the whole sink."""
         since = Hlc.parse(resolved) if resolved else None
@@ -42,7 +45,7 @@ def watched(config: CrdbConfig, checkpoints: CheckpointStore, storage: skeleton.
             key="cockroach",
             title="CockroachDB changefeed → Delta",
             config=asdict(config),
-            load_checkpoint=checkpoints.load,
+            load_checkpoint=checkpoints(config).load,
             checkpoint_label="resolved",
             recorded=recorded,
             position_label="newest RESOLVED",

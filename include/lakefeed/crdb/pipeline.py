@@ -22,7 +22,7 @@ write (unless the run adopts them: ``adopt_targets``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,7 +31,7 @@ from lakefeed import pipeline as skeleton
 from lakefeed.assets import crdb_changes
 from lakefeed.checkpoint import TableMark, verify_definition, verify_feed
 from lakefeed.config import PROJECT_ROOT, CrdbConfig
-from lakefeed.crdb import topic_tables
+from lakefeed.crdb import DAG_ID, KEY, topic_tables
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.run_plan import CrdbPlan, ResolvedRange
@@ -39,7 +39,7 @@ from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
 from lakefeed.crdb.summary import CrdbRunReport, CrdbSummary
 from lakefeed.delta import table_location
 from lakefeed.errors import WindowNotReadyError
-from lakefeed.lineage import COCKROACH, JobLineage
+from lakefeed.lineage import JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
 from lakefeed.run_params import crdb_request
 from lakefeed.storage import StoreBase
@@ -52,7 +52,7 @@ JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "cockroach_changefeed_job.py")
 ORIGIN = Hlc(0, 0)  # the position before the sink's first file
 DAY = 24 * 3600 * 10**9  # nanoseconds
 RESET_REMEDY = skeleton.reset_remedy(
-    "cockroach_changefeed_to_delta",
+    DAG_ID,
     "it applies the sink again from its first file into the configured target root and records them",
 )
 
@@ -93,6 +93,7 @@ class CrdbHooks(
 
     plan_type = CrdbPlan
     checkpoint_type = CrdbCheckpoint
+    readiness = "lakefeed.crdb.readiness:ready"
     summary_type = CrdbSummary
     noun = "sink"
 
@@ -101,6 +102,25 @@ class CrdbHooks(
 
     def targets(self, pipeline: CrdbConfig) -> list[str]:
         return tables_under(pipeline.target_root)
+
+    # -- the sensor --
+
+    def watch(
+        self,
+        config: CrdbConfig,
+        checkpoints: Callable[[CrdbConfig], CrdbCheckpoint],
+        pipeline: str | None,
+        storage: skeleton.Storage,
+    ) -> dict[str, Any]:
+        checkpoint = checkpoints(config)
+        verify_recorded(config, checkpoint)
+        return {
+            "sink_root": config.sink_root,
+            "wasb_conn_id": config.wasb_conn_id,
+            "resolved": checkpoint.resolved,
+            "sink_identity": checkpoint.sink,
+            "checkpoint_variable": config.checkpoint_variable,
+        }
 
     # -- plan --
 
@@ -117,9 +137,7 @@ class CrdbHooks(
 
     def verify(self, pipeline: CrdbConfig, checkpoint: CrdbCheckpoint, source: StoreBase, where: str) -> None:
         verify_feed(checkpoint.sink, source.identity, where, RESET_REMEDY)
-        verify_definition("target_root", recorded_root(checkpoint), root_of(pipeline.target_root), where, RESET_REMEDY)
-        topics = {f"topic {location.rsplit('/', 1)[-1]}": location for location in checkpoint.targets}
-        verify_targets(checkpoint.targets, topics, where, RESET_REMEDY)
+        verify_recorded(pipeline, checkpoint)
 
     def pending(
         self,
@@ -214,7 +232,7 @@ class CrdbHooks(
         summary names, and the quarantine table)."""
         config = plan.config
         quarantine = [config.quarantine_table] if config.quarantine_table else []
-        lineage = JobLineage(COCKROACH, config.checkpoint_variable, [config.sink_root], quarantine, config.target_root)
+        lineage = JobLineage(KEY, config.checkpoint_variable, [config.sink_root], quarantine, config.target_root)
         return [lineage] * len(plan.batches)
 
     # -- commit --
@@ -281,6 +299,15 @@ class CrdbHooks(
 
     def position(self, checkpoint: CrdbCheckpoint) -> str | None:
         return checkpoint.resolved
+
+
+def verify_recorded(config: CrdbConfig, checkpoint: CrdbCheckpoint) -> None:
+    """Refuse a target root other than the checkpoint's, and topic tables dropped, recreated or restored
+    behind it (the plan and the sensor)."""
+    where = f"Variable {config.checkpoint_variable}"
+    verify_definition("target_root", recorded_root(checkpoint), root_of(config.target_root), where, RESET_REMEDY)
+    topics = {f"topic {location.rsplit('/', 1)[-1]}": location for location in checkpoint.targets}
+    verify_targets(checkpoint.targets, topics, where, RESET_REMEDY)
 
 
 def _resolved_after(store: StoreBase, cursor: Hlc | None) -> list[Hlc]:

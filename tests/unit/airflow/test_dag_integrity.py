@@ -28,8 +28,8 @@ def dagbag(tmp_path_factory):
         VARIABLES_READ.append(key)
         raise RuntimeError("no metadata database while parsing")
 
-    # Parse with storage booby-trapped (top-level I/O would fail the import) and Variables unreachable:
-    # the only Variables read are the trigger forms' hints, and their failure must not fail the parse.
+    # Parse with storage booby-trapped (top-level I/O would fail the import) and Variables recorded (none
+    # may be read while parsing).
     originals = (lakefeed.storage.Store.__init__, Variable.get)
     lakefeed.storage.Store.__init__ = forbidden
     Variable.get = variable_get
@@ -47,8 +47,10 @@ def test_no_import_errors(dagbag):
     assert {"blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"} <= set(dagbag.dags)
 
 
-def test_only_the_form_hints_read_variables_at_parse_time(dagbag):
-    assert set(VARIABLES_READ) <= {"lakefeed_blob_config", "lakefeed_cdf_config"}
+def test_no_variable_is_read_at_parse_time(dagbag):
+    """The serialized DAG is the same whatever the Variables hold: forms, sensors and tasks read them when
+    they run."""
+    assert VARIABLES_READ == []
 
 
 def test_every_dag_has_tags_retries_owner_docs_and_limits(dagbag):
@@ -172,29 +174,32 @@ def test_the_forms_leave_the_rules_to_the_sentences(dagbag, dag_id):
         assert not {"pattern", "minimum", "maximum", "format"} & set(schema), (name, schema)
 
 
-def test_the_blob_form_names_the_grid_minute_once_recorded(dagbag):
-    from lakefeed_airflow.forms import blob_params
-
-    assert "minute 10" in blob_params(10)["window_start"].description
-    assert "hh:10 for Azure's feeds" in blob_params(None)["window_start"].description
+def test_the_blob_form_names_the_grid(dagbag):
+    description = dagbag.dags["blob_changefeed_to_delta"].params.get_param("window_start").description
+    assert "hh:10 for Azure's feeds" in description and "gridMinute" in description
 
 
-def test_the_cdf_form_offers_the_configured_pipelines(dagbag):
-    from airflow.sdk.exceptions import ParamValidationError
+def test_the_cdf_form_takes_any_pipeline_name_the_trigger_check_refuses_unknown_ones(dagbag):
+    """The form lists no pipelines (that would read the Variable at parse time); the api-server's check and
+    the plan refuse a name the configuration does not hold, in a sentence."""
+    from lakefeed.config import CdfConfig, CdfPipeline
+    from lakefeed_airflow.trigger_check import refusal
 
-    from lakefeed_airflow.forms import cdf_params
+    pipeline = dagbag.dags["delta_cdf_to_delta"].params.get_param("pipeline")
+    assert resolve(pipeline, "orders") == "orders" and resolve(pipeline, None) is None
+    config = CdfConfig(pipelines=[CdfPipeline(name="orders", source_table="/s", target_table="/t", keys=["id"])])
+    assert refusal("delta_cdf_to_delta", {"pipeline": "orders"}, config) is None
+    assert refusal("delta_cdf_to_delta", {"pipeline": "order"}, config) == (
+        "pipeline 'order' is not configured: choose one of orders."
+    )
 
-    hinted = cdf_params(["orders", "customers"])["pipeline"]
-    assert resolve(hinted, "orders") == "orders" and resolve(hinted, None) is None
-    with pytest.raises(ParamValidationError):
-        resolve(hinted, "order")
 
-
-def test_sensor_and_operator_inputs_are_templated_constructor_arguments(dagbag):
+def test_sensor_and_operator_inputs_come_from_the_spec_and_the_plan(dagbag):
     blob = dagbag.dags["blob_changefeed_to_delta"]
     sensor = blob.task_dict["wait_for_ready_window"]
-    assert {"feed_root", "checkpoint_variable", "wasb_conn_id", "start_from"} <= set(sensor.template_fields)
-    assert sensor.feed_root == "{{ lakefeed.blob.feed_root }}"
+    assert sensor.feed == "blob_changefeed_to_delta"  # reads its feed's configuration when it runs
+    cdf = dagbag.dags["delta_cdf_to_delta"].task_dict["wait_for_new_versions"]
+    assert "pipeline" in cdf.template_fields and cdf.pipeline == "{{ params.pipeline or '' }}"
     ingest = blob.task_dict["ingest_windows"]
     assert {"wasb_conn_id", "extra_conf", "timeout_minutes"} <= set(ingest.partial_kwargs) | set(
         ingest.operator_class.template_fields

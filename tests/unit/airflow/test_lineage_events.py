@@ -13,7 +13,8 @@ sys.path.insert(0, str(ROOT / "plugins"))
 
 from openlineage.client.serde import Serde  # noqa: E402
 
-from lakefeed.lineage import CDF, JobLineage  # noqa: E402
+from lakefeed.cdf import KEY as CDF  # noqa: E402
+from lakefeed.lineage import JobLineage  # noqa: E402
 from lakefeed_airflow.lineage import planned_lineage, run_lineage  # noqa: E402
 from lakefeed_airflow.operators import LakefeedSparkSubmitOperator  # noqa: E402
 
