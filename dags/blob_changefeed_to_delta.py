@@ -34,7 +34,7 @@ A job that refuses its input (exit code 2: corrupt Avro, bad manifest, a shard
 lost to retention) fails without retry; transient failures retry with backoff.
 
 **Configuration:** the `lakefeed_blob_config` Variable (JSON; keys in
-`include/lakefeed/config.py`), defaulting to the demo feed under `data/demo`.
+`include/lakefeed/blob/config.py`), defaulting to the demo feed under `data/demo`.
 """
 
 from lakefeed.blob.spec import SPEC

@@ -19,7 +19,7 @@ A `target_root` other than the checkpoint's stops the run naming both (reset to
 apply the sink into the new folder); with an empty checkpoint, topic tables that
 hold rows this pipeline did not write are refused unless `adopt_targets` is set.
 
-**Configuration:** the `lakefeed_crdb_config` Variable (JSON; keys in `include/lakefeed/config.py`),
+**Configuration:** the `lakefeed_crdb_config` Variable (JSON; keys in `include/lakefeed/crdb/config.py`),
 defaulting to the demo sink under `data/demo`.
 """
 

@@ -32,7 +32,7 @@ a first run refuses a target holding rows it did not write unless
 `adopt_targets` is set.
 
 **Configuration:** the `lakefeed_cdf_config` Variable (JSON; keys in
-`include/lakefeed/config.py`), defaulting to the demo source `data/demo/cdf/source`.
+`include/lakefeed/cdf/config.py`), defaulting to the demo source `data/demo/cdf/source`.
 """
 
 from lakefeed.cdf.spec import SPEC

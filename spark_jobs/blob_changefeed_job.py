@@ -31,7 +31,7 @@ try:
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
 
-from lakefeed.config import DECODERS
+from lakefeed.blob.config import DECODERS
 from lakefeed.jobs import add_pipeline_id_argument, run_spark_job
 from lakefeed.times import parse_time
 

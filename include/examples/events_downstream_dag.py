@@ -19,7 +19,7 @@ import os
 from airflow.sdk import Asset, dag, task
 
 from lakefeed.assets import table_uri
-from lakefeed.config import BlobPipelineConfig
+from lakefeed.blob.config import BlobPipelineConfig
 
 EVENTS = Asset(os.environ.get("LAKEFEED_EVENTS_ASSET") or table_uri(BlobPipelineConfig().events_table))
 

@@ -28,11 +28,17 @@ from lakefeed.blob.checkpoint import BlobCheckpoint
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import BlobPipelineConfig, CdfConfig, CdfPipeline, CrdbConfig
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.documents import to_document
 from lakefeed.pipeline import JobOutputs, RunContext
 from lakefeed.times import format_time
+
+try:  # where this code keeps the feeds' configurations
+    from lakefeed.blob.config import BlobPipelineConfig
+    from lakefeed.cdf.config import CdfConfig, CdfPipeline
+    from lakefeed.crdb.config import CrdbConfig
+except ImportError:  # the release before the feed specs (4df6928)
+    from lakefeed.config import BlobPipelineConfig, CdfConfig, CdfPipeline, CrdbConfig  # type: ignore[attr-defined,no-redef]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.cells import FileCell

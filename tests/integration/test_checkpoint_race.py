@@ -23,7 +23,7 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import CdfConfig, CdfPipeline
+from lakefeed.cdf.config import CdfConfig, CdfPipeline
 from lakefeed.cdf.pipeline import HOOKS
 from lakefeed.cdf.run_plan import CdfJob, CdfPlan, PipelinePlan
 from lakefeed.pipeline import Credit, PipelinePart

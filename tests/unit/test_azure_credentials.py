@@ -222,7 +222,7 @@ def test_ordinary_settings_are_not_redacted(name):
 
 
 def test_credentials_in_spark_conf_are_refused_by_key_never_printed():
-    from lakefeed.config import BlobPipelineConfig
+    from lakefeed.blob.config import BlobPipelineConfig
     from lakefeed.errors import ConfigError
 
     secret = "c2VjcmV0LWtleQ=="

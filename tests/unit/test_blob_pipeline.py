@@ -16,10 +16,10 @@ from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 from lakefeed.assets import announced_in
 from lakefeed.blob import pipeline as blob_pipeline
 from lakefeed.blob.checkpoint import BlobCheckpoint
+from lakefeed.blob.config import BlobPipelineConfig
 from lakefeed.blob.run_plan import BlobPlan
 from lakefeed.blob.summary import RunSummary
 from lakefeed.checkpoint import TableMark
-from lakefeed.config import BlobPipelineConfig
 from lakefeed.documents import from_document, to_document
 from lakefeed.errors import (
     CheckpointMismatchError,

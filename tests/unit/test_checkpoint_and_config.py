@@ -4,9 +4,10 @@ from datetime import UTC, datetime
 import pytest
 
 from lakefeed.blob.checkpoint import BlobCheckpoint
+from lakefeed.blob.config import BlobPipelineConfig
 from lakefeed.cdf.checkpoint import CdfCheckpoint
+from lakefeed.cdf.config import CdfConfig
 from lakefeed.checkpoint import TableMark, verify_feed, verify_table
-from lakefeed.config import BlobPipelineConfig, CdfConfig
 from lakefeed.deltalog import TableState
 from lakefeed.errors import CheckpointError, CheckpointMismatchError, ConfigError
 
@@ -111,7 +112,8 @@ def test_a_recreated_source_is_refused_by_its_table_id():
 
 
 def test_a_retired_key_is_ignored_with_a_warning_so_older_configurations_still_load(caplog):
-    from lakefeed.config import CdfConfig, CrdbConfig
+    from lakefeed.cdf.config import CdfConfig
+    from lakefeed.crdb.config import CrdbConfig
 
     for kind in (BlobPipelineConfig, CdfConfig, CrdbConfig):
         caplog.clear()

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from lakefeed_testing.demo_data import DemoLayout
 
-from lakefeed.config import BlobPipelineConfig
+from lakefeed.blob.config import BlobPipelineConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())

@@ -38,7 +38,9 @@ from pathlib import Path
 
 import pytest
 
-from lakefeed import config
+from lakefeed.cdf.config import CdfConfig, CdfPipeline
+from lakefeed.config import RETIRED_KEYS
+from lakefeed.feeds import specs
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -447,10 +449,9 @@ def too_long(doc: Doc, limit: int = README_MAX_LINES) -> str | None:
     return f"{doc.name} has {lines} lines (at most {limit - 1})" if lines >= limit else None
 
 
-CONFIG_SECTIONS = {
-    "lakefeed_blob_config": (config.BlobPipelineConfig,),
-    "lakefeed_cdf_config": (config.CdfConfig, config.CdfPipeline),
-    "lakefeed_crdb_config": (config.CrdbConfig,),
+CONFIG_SECTIONS = {  # each feed's Variable: its configuration classes (a CDF configuration holds pipelines)
+    spec.config_variable: (spec.config_type, *([CdfPipeline] if spec.config_type is CdfConfig else []))
+    for spec in specs()
 }
 
 
@@ -474,7 +475,7 @@ def config_problems(doc: Doc) -> list[str]:
             cells = line.split("|")
             if line.startswith("| `") and len(cells) > 2:
                 for key in re.findall(r"`([^`]+)`", cells[1]):
-                    if key not in keys and key not in config.RETIRED_KEYS:
+                    if key not in keys and key not in RETIRED_KEYS:
                         problems.append(f"{doc.name}:{number}: {key} is not a key of {name}")
     return problems
 

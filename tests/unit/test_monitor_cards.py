@@ -13,11 +13,13 @@ from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
 from lakefeed.blob import monitoring as blob
 from lakefeed.blob.checkpoint import BlobCheckpoint
+from lakefeed.blob.config import BlobPipelineConfig
 from lakefeed.cdf import monitoring as cdf
 from lakefeed.cdf.checkpoint import CdfCheckpoint
-from lakefeed.config import BlobPipelineConfig, CdfConfig, CdfPipeline, CrdbConfig
+from lakefeed.cdf.config import CdfConfig, CdfPipeline
 from lakefeed.crdb import monitoring as crdb
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
+from lakefeed.crdb.config import CrdbConfig
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.monitor import card, run_base
 from lakefeed.pipeline import LOCAL

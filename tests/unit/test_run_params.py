@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from lakefeed.blob.params import blob_request
+from lakefeed.cdf.params import cdf_request
+from lakefeed.crdb.params import crdb_request
 from lakefeed.errors import ConfigError
-from lakefeed.run_params import blob_request, cdf_request, crdb_request
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins"))
 

@@ -11,13 +11,15 @@ from typing import Any, ClassVar
 
 import pytest
 
+from lakefeed.blob.config import BlobPipelineConfig
 from lakefeed.blob.run_plan import BlobPlan
 from lakefeed.blob.schedule import Batch
 from lakefeed.blob.summary import BlobRunReport, RunSummary
+from lakefeed.cdf.config import CdfConfig
 from lakefeed.cdf.run_plan import CdfJob, CdfPlan, PipelinePlan
 from lakefeed.cdf.summary import CdfPipelineReport, CdfRunReport, CdfSummary
 from lakefeed.checkpoint import TableMark
-from lakefeed.config import BlobPipelineConfig, CdfConfig, CrdbConfig
+from lakefeed.crdb.config import CrdbConfig
 from lakefeed.crdb.run_plan import CrdbPlan, ResolvedRange
 from lakefeed.crdb.summary import CrdbRunReport, CrdbSummary, TopicSummary
 from lakefeed.documents import from_document, optional, to_document

@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from lakefeed.blob.config import DECODERS
 from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.reading import Reading, plan_reading
@@ -32,7 +33,6 @@ from lakefeed.blob.transforms import (
     to_event_rows,
     with_claim,
 )
-from lakefeed.config import DECODERS
 from lakefeed.delta import (
     UPDATED_IN_PLACE,
     ensure_table,

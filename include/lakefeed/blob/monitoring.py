@@ -9,10 +9,10 @@ from typing import Any
 
 from lakefeed import pipeline as skeleton
 from lakefeed.blob.checkpoint import BlobCheckpoint
+from lakefeed.blob.config import BlobPipelineConfig
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import BlobPipelineConfig
 from lakefeed.monitor import RunRow, Watched, figures_row, span
 from lakefeed.times import format_time, parse_time
 

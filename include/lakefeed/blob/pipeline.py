@@ -31,7 +31,9 @@ from lakefeed import pipeline as skeleton
 from lakefeed.assets import blob_changes
 from lakefeed.blob import DAG_ID, KEY
 from lakefeed.blob.checkpoint import BlobCheckpoint
+from lakefeed.blob.config import BlobPipelineConfig
 from lakefeed.blob.feed import SEGMENTS_JSON, ChangeFeed
+from lakefeed.blob.params import blob_request
 from lakefeed.blob.retention import next_segment, retention_gap
 from lakefeed.blob.run_plan import BlobPlan
 from lakefeed.blob.schedule import (
@@ -46,12 +48,11 @@ from lakefeed.blob.schedule import (
 from lakefeed.blob.summary import BlobRunReport, RunSummary
 from lakefeed.blob.timegrid import HOUR
 from lakefeed.checkpoint import TableMark, verify_feed
-from lakefeed.config import PROJECT_ROOT, BlobPipelineConfig
+from lakefeed.config import PROJECT_ROOT
 from lakefeed.delta import table_location
 from lakefeed.errors import DataLossError, FeedError
 from lakefeed.lineage import JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
-from lakefeed.run_params import blob_request
 from lakefeed.targets import current_marks, verify_targets
 from lakefeed.times import format_time, parse_time
 

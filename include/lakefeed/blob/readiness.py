@@ -9,11 +9,11 @@ from typing import Any
 
 from lakefeed import pipeline as skeleton
 from lakefeed.blob.checkpoint import BlobCheckpoint
+from lakefeed.blob.config import BlobPipelineConfig
 from lakefeed.blob.feed import ChangeFeed
 from lakefeed.blob.pipeline import RESET_REMEDY
 from lakefeed.blob.schedule import check_readiness
 from lakefeed.checkpoint import verify_feed
-from lakefeed.config import BlobPipelineConfig
 from lakefeed.times import format_time, parse_time
 
 

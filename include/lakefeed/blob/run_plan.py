@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
+from lakefeed.blob.config import BlobPipelineConfig
 from lakefeed.blob.schedule import Batch
 from lakefeed.checkpoint import TableMark
-from lakefeed.config import BlobPipelineConfig
 
 
 @dataclass(frozen=True, kw_only=True)

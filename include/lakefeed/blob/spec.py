@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lakefeed import forms
 from lakefeed.blob import DAG_ID, KEY, monitoring, pipeline, summary
-from lakefeed.config import BlobPipelineConfig
+from lakefeed.blob.config import BlobPipelineConfig
 from lakefeed.feeds import FeedSpec
 from lakefeed.forms import Field
 

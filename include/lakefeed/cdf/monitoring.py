@@ -10,8 +10,8 @@ from typing import Any
 
 from lakefeed import pipeline as skeleton
 from lakefeed.cdf.checkpoint import CdfCheckpoint
+from lakefeed.cdf.config import CdfConfig, CdfPipeline
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import CdfConfig, CdfPipeline
 from lakefeed.deltalog import DeltaLog
 from lakefeed.monitor import RunRow, Watched, figures_row, span
 

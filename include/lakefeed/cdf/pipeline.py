@@ -37,19 +37,20 @@ from lakefeed import pipeline as skeleton
 from lakefeed.assets import cdf_changes
 from lakefeed.cdf import DAG_ID, KEY
 from lakefeed.cdf.checkpoint import CdfCheckpoint
+from lakefeed.cdf.config import CdfConfig, CdfPipeline
 from lakefeed.cdf.log import cdf_enabled
+from lakefeed.cdf.params import CdfRequest, cdf_request
 from lakefeed.cdf.run_plan import CHANGES, FULL_REFRESH, CdfJob, CdfPlan, PipelinePlan
 from lakefeed.cdf.schedule import VersionRange, pending_ranges, split_range
 from lakefeed.cdf.summary import CdfPipelineReport, CdfRunReport, CdfSummary
 from lakefeed.checkpoint import TableMark, verify_definition, verify_table
-from lakefeed.config import PROJECT_ROOT, CdfConfig, CdfPipeline
+from lakefeed.config import PROJECT_ROOT
 from lakefeed.delta import REFRESH_MARKER, table_location
 from lakefeed.deltalog import DeltaLog, TableState
 from lakefeed.documents import to_document
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, DataLossError, WindowNotReadyError
 from lakefeed.lineage import JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
-from lakefeed.run_params import CdfRequest, cdf_request
 from lakefeed.targets import current_marks, rebuilt_after, verify_targets
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from typing import Any
 
 from lakefeed import pipeline as skeleton
 from lakefeed.cdf.checkpoint import CdfCheckpoint
+from lakefeed.cdf.config import CdfPipeline
 from lakefeed.cdf.pipeline import refresh_remedy, verify_definition_of, verify_source
-from lakefeed.config import CdfPipeline
 from lakefeed.deltalog import DeltaLog
 from lakefeed.targets import verify_targets
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lakefeed.assets import FULL_REFRESH_MODE
+from lakefeed.cdf.config import CdfConfig
 from lakefeed.checkpoint import TableMark
-from lakefeed.config import CdfConfig
 from lakefeed.documents import optional
 
 CHANGES, FULL_REFRESH = "changes", FULL_REFRESH_MODE  # a job's modes

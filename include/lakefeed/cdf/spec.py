@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lakefeed import forms
 from lakefeed.cdf import DAG_ID, KEY, monitoring, pipeline, summary
-from lakefeed.config import CdfConfig
+from lakefeed.cdf.config import CdfConfig
 from lakefeed.feeds import FeedSpec
 from lakefeed.forms import Field
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from lakefeed import pipeline as skeleton
 from lakefeed.checkpoint_store import CheckpointStore
-from lakefeed.config import CrdbConfig
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
+from lakefeed.crdb.config import CrdbConfig
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.sink import RESOLVED, list_sink
 from lakefeed.monitor import RunRow, Watched, figures_row

@@ -30,10 +30,12 @@ from typing import Any
 from lakefeed import pipeline as skeleton
 from lakefeed.assets import crdb_changes
 from lakefeed.checkpoint import TableMark, verify_definition, verify_feed
-from lakefeed.config import PROJECT_ROOT, CrdbConfig
+from lakefeed.config import PROJECT_ROOT
 from lakefeed.crdb import DAG_ID, KEY, topic_tables
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
+from lakefeed.crdb.config import CrdbConfig
 from lakefeed.crdb.hlc import Hlc
+from lakefeed.crdb.params import crdb_request
 from lakefeed.crdb.run_plan import CrdbPlan, ResolvedRange
 from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
 from lakefeed.crdb.summary import CrdbRunReport, CrdbSummary
@@ -41,7 +43,6 @@ from lakefeed.delta import table_location
 from lakefeed.errors import WindowNotReadyError
 from lakefeed.lineage import JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED, position_after
-from lakefeed.run_params import crdb_request
 from lakefeed.storage import StoreBase
 from lakefeed.targets import current_marks, tables_under, verify_targets
 from lakefeed.times import format_time

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lakefeed.checkpoint import TableMark
-from lakefeed.config import CrdbConfig
+from lakefeed.crdb.config import CrdbConfig
 
 
 @dataclass(frozen=True)

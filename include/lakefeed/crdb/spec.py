@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from lakefeed import forms
-from lakefeed.config import CrdbConfig
 from lakefeed.crdb import DAG_ID, KEY, monitoring, pipeline, summary
+from lakefeed.crdb.config import CrdbConfig
 from lakefeed.feeds import FeedSpec
 from lakefeed.forms import Field
 

@@ -182,7 +182,7 @@ def test_the_blob_form_names_the_grid(dagbag):
 def test_the_cdf_form_takes_any_pipeline_name_the_trigger_check_refuses_unknown_ones(dagbag):
     """The form lists no pipelines (that would read the Variable at parse time); the api-server's check and
     the plan refuse a name the configuration does not hold, in a sentence."""
-    from lakefeed.config import CdfConfig, CdfPipeline
+    from lakefeed.cdf.config import CdfConfig, CdfPipeline
     from lakefeed_airflow.trigger_check import refusal
 
     pipeline = dagbag.dags["delta_cdf_to_delta"].params.get_param("pipeline")

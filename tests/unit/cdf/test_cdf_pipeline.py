@@ -17,7 +17,7 @@ from lakefeed_testing.readiness import sources_behind
 
 from lakefeed.cdf import pipeline as cdf_pipeline
 from lakefeed.cdf.checkpoint import CdfCheckpoint
-from lakefeed.config import CdfConfig, CdfPipeline
+from lakefeed.cdf.config import CdfConfig, CdfPipeline
 from lakefeed.deltalog import DeltaLog
 from lakefeed.documents import to_document
 from lakefeed.errors import ChangeDataError, CheckpointMismatchError, ConfigError, WindowNotReadyError

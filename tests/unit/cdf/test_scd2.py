@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from lakefeed.cdf.config import CdfConfig
 from lakefeed.cdf.pipeline import HOOKS
 from lakefeed.cdf.run_plan import CHANGES, CdfJob, CdfPlan
 from lakefeed.cdf.scd2 import History, check_scd_type, first_version_to_read, history_properties
-from lakefeed.config import CdfConfig
 from lakefeed.errors import ChangeDataError, ConfigError
 
 T = "/lake/history"

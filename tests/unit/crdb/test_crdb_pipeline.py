@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
 from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
-from lakefeed.config import CrdbConfig
 from lakefeed.crdb import pipeline as crdb_pipeline
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
+from lakefeed.crdb.config import CrdbConfig
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.documents import to_document
 from lakefeed.errors import CheckpointMismatchError, ConfigError, WindowNotReadyError
