@@ -32,10 +32,10 @@ stack-check:
 	@scripts/stack.sh check
 
 # Lint, format and types in seconds: ruff over the tree, mypy strict on the library (include/lakefeed),
-# basic on the plugins, jobs, DAGs and test-data package.
+# basic on the Airflow package, the plugin, jobs, DAGs and test-data package.
 check: setup
 	$(ENV) ruff check . && ruff format --check . && mypy --strict include/lakefeed && \
-		mypy plugins spark_jobs dags include/lakefeed_testing
+		mypy include/lakefeed_airflow plugins spark_jobs dags include/lakefeed_testing
 
 test: setup check
 	$(ENV) python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=40

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins"))
 
 BLOB, CDF, CRDB = "blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"
 CHECKPOINTS = ("lakefeed_blob_checkpoint", "lakefeed_cdf_checkpoint__demo", "lakefeed_crdb_checkpoint")

@@ -61,5 +61,5 @@ if [ ! -f "$AIRFLOW_HOME/airflow.db" ]; then
   echo "setup: initialising Airflow metadata in $AIRFLOW_HOME"
   airflow db migrate >/dev/null
 fi
-PYTHONPATH="$ROOT/plugins" "$VENV/bin/python" -m lakefeed_airflow.pools >/dev/null
+"$VENV/bin/python" -m lakefeed_airflow.pools >/dev/null
 echo "setup: ready ($("$VENV/bin/python" --version), Spark conf at $SPARK_HOME/conf/spark-defaults.conf)"

@@ -8,7 +8,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -46,7 +45,6 @@ def wasb_connection(azurite) -> str:
 
 
 def test_wasb_store_sees_the_same_feed_as_the_local_folder(azurite, azure_feed, monkeypatch):
-    sys.path.insert(0, str(ROOT / "plugins"))
     from lakefeed_airflow.wasb_feed import feed_store
 
     local, _ = azure_feed

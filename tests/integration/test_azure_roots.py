@@ -8,7 +8,6 @@ with the connection's credential only, in every connection form."""
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from lakefeed.storage import Store
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "plugins"))
 SPEC = SinkSpec(steps=6, changes_per_step=10, seed=41)
 # (container, path in it) of each sink: the container's root, a folder, a deep folder.
 PLACES = (("crdbroot", ""), ("crdbnested", "shop"), ("crdbdeep", "eu/west/shop"))

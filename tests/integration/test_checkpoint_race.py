@@ -75,7 +75,7 @@ print(json.dumps(writes))
 
 def test_racing_commit_steps_lose_no_update_and_never_undo_a_reset(tmp_path):
     env = dags_test_env(tmp_path / "airflow")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "plugins"), str(ROOT), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "include"), str(ROOT), env.get("PYTHONPATH", "")])
     kinds = ["scheduled0", "scheduled1", "scheduled2", "refresh"]
     processes = {
         kind: subprocess.Popen(
@@ -83,7 +83,7 @@ def test_racing_commit_steps_lose_no_update_and_never_undo_a_reset(tmp_path):
                 sys.executable,
                 "-c",
                 WRITER,
-                str(ROOT / "plugins"),
+                str(ROOT / "include"),
                 kind,
                 ",".join(kinds),
                 "6" if kind != "refresh" else "3",

@@ -3,14 +3,10 @@ Delta logs (written by delta-rs) and the real compare-and-set store over a file 
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
-
 from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 
 from lakefeed.assets import announced_in

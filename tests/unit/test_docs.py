@@ -62,7 +62,7 @@ EXPANSIONS = {"<feed>": ("blob", "cdf", "crdb")}
 SOURCE_FOLDERS = {
     "lakefeed": ROOT / "include",
     "lakefeed_testing": ROOT / "include",
-    "lakefeed_airflow": ROOT / "plugins",
+    "lakefeed_airflow": ROOT / "include",
 }
 DOTTED = re.compile(rf"(?:{'|'.join(SOURCE_FOLDERS)})(?:\.[A-Za-z_]\w*)+")
 # Spelled like a Python name, but not one.
@@ -512,7 +512,7 @@ def test_the_images_are_shown() -> None:
 WRONG = """\
 # Wrong
 
-See `include/lakefeed/no_such_module.py`, `spark_jobs/*.scala`, `plugins/lakefeed_airflow/blob_tasks.py`, `include/lakefeed/<feed>/log.py`;
+See `include/lakefeed/no_such_module.py`, `spark_jobs/*.scala`, `include/lakefeed_airflow/blob_tasks.py`, `include/lakefeed/<feed>/log.py`;
 `lakefeed.no_such_module`, `lakefeed.pipeline.NoSuchThing`, `lakefeed.blob.generator`,
 `lakefeed_testing.blob_generator.no_such_function`, `lakefeed_airflow.blob_tasks`,
 `lakefeed_airflow.operators.FeedSparkSubmitOperator`, `lakefeed_airflow.sensors.FeedReadySensor.no_such`;
@@ -553,7 +553,7 @@ def test_each_check_catches_a_name_that_does_not_exist() -> None:
     for expected in (
         "WRONG.md:3: no file or folder include/lakefeed/no_such_module.py",
         "no file or folder spark_jobs/*.scala",
-        "no file or folder plugins/lakefeed_airflow/blob_tasks.py",
+        "no file or folder include/lakefeed_airflow/blob_tasks.py",
         "no file or folder include/lakefeed/blob/log.py",
         "no file or folder include/lakefeed/crdb/log.py",
         "WRONG.md:4: lakefeed.no_such_module: lakefeed has no no_such_module",

@@ -14,7 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "include" / "lakefeed"
 FEEDS = ("blob", "cdf", "crdb")
-RUNTIME = [LIBRARY, ROOT / "plugins", ROOT / "spark_jobs", ROOT / "dags"]
+AIRFLOW_SIDE = ROOT / "include" / "lakefeed_airflow"
+RUNTIME = [LIBRARY, AIRFLOW_SIDE, ROOT / "plugins", ROOT / "spark_jobs", ROOT / "dags"]
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -63,7 +64,7 @@ def test_the_airflow_layer_imports_no_feed_and_each_dag_file_its_own_spec() -> N
     feeds = {f"lakefeed.{f}" for f in FEEDS}
     plugin = {
         str(path.relative_to(ROOT)): hits
-        for path in sorted((ROOT / "plugins").rglob("*.py"))
+        for path in sorted([*AIRFLOW_SIDE.rglob("*.py"), *(ROOT / "plugins").rglob("*.py")])
         if (hits := sorted(n for n in imported_modules(path) if ".".join(n.split(".")[:2]) in feeds))
     }
     assert plugin == {}
@@ -105,7 +106,7 @@ def test_doctests(module: str) -> None:
 
 
 def test_sensors_and_triggers_depend_on_the_library_not_on_the_wired_feeds() -> None:
-    plugin = ROOT / "plugins" / "lakefeed_airflow"
+    plugin = AIRFLOW_SIDE
     found = {
         name: sorted(n for n in imported_modules(plugin / name) if n == "lakefeed_airflow.feeds")
         for name in ("sensors.py", "triggers.py", "trigger_check.py", "operators.py")
@@ -155,3 +156,14 @@ def test_every_feed_plugs_its_hooks_into_the_sequences(feed: str) -> None:
         if name in vars(type(module.HOOKS))
     }
     assert overridden == set()
+
+
+def test_plugins_hold_only_the_plugin() -> None:
+    """Airflow 3 loads plugins/ at start-up and does not version it with the DAGs: the operators, sensors,
+    triggers and DAG factory live in the installed package lakefeed_airflow, which the DAGs import; plugins/
+    holds the AirflowPlugin alone (the monitor page, the trigger check, the pools)."""
+    assert sorted(p.name for p in (ROOT / "plugins").iterdir() if p.name != "__pycache__") == [
+        "lakefeed_monitor_plugin.py"
+    ]
+    source = (ROOT / "plugins" / "lakefeed_monitor_plugin.py").read_text()
+    assert "class LakefeedMonitorPlugin(AirflowPlugin)" in source

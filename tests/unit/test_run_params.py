@@ -3,9 +3,7 @@ middleware answering a trigger with them before Airflow sees it (lakefeed_airflo
 
 import asyncio
 import json
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -13,9 +11,6 @@ from lakefeed.blob.params import blob_request
 from lakefeed.cdf.params import cdf_request
 from lakefeed.crdb.params import crdb_request
 from lakefeed.errors import ConfigError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins"))
-
 from lakefeed_airflow.trigger_check import TriggerParamsCheck, refusal
 
 

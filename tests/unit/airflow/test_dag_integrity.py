@@ -13,9 +13,7 @@ def dagbag(tmp_path_factory):
     os.environ.setdefault("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow_home")))
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
     os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(ROOT / "plugins")
-    import sys
 
-    sys.path.insert(0, str(ROOT / "plugins"))
     from airflow.dag_processing.dagbag import DagBag
     from airflow.sdk import Variable
 

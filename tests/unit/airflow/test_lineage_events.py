@@ -5,11 +5,9 @@ job (declared datasets; then versions, figures and the ``lakefeed_job`` facet), 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "plugins"))
 
 from openlineage.client.serde import Serde  # noqa: E402
 

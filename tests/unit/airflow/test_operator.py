@@ -16,7 +16,6 @@ from types import SimpleNamespace
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "plugins"))
 
 from lakefeed_testing.blob_generator import FeedSpec, generate_feed  # noqa: E402
 

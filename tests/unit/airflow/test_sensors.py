@@ -4,15 +4,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
-
 from airflow.exceptions import TaskDeferred
 from airflow.sdk.exceptions import AirflowSkipException
 from airflow.triggers.base import BaseTrigger

@@ -1,14 +1,9 @@
 """The sensor's trigger: exact serialization, and real polls of a real feed folder."""
 
 import asyncio
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
-
 from lakefeed_testing.blob_generator import FeedSpec, generate_feed
 
 from lakefeed.times import format_time

@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
 
 from lakefeed.cdf.checkpoint import CdfCheckpoint
 from lakefeed_airflow.turns import Ticket, ahead_of, next_number, turn

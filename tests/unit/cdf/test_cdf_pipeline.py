@@ -3,16 +3,11 @@ summary files and the real compare-and-set store over a file cell."""
 
 import json
 import shutil
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
-
 from lakefeed_testing.readiness import sources_behind
 
 from lakefeed.cdf import pipeline as cdf_pipeline

@@ -3,15 +3,10 @@ real summary files and the real compare-and-set store over a file cell."""
 
 import asyncio
 import os
-import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "plugins"))
-
 from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
 from lakefeed.crdb import pipeline as crdb_pipeline
