@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
-from airflow.sdk.definitions.timetables.interval import CronDataIntervalTimetable
+from airflow.sdk import CronDataIntervalTimetable
 
 # Hourly runs over data intervals [H, H+1h): each of Airflow's Backfill runs then names the hour it
 # re-processes (with Airflow 3's default trigger timetable, a run's interval is a single point).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lakefeed.config import DATA_DIR, Carried, check_retention, check_spark_settings, from_mapping, json_document
@@ -29,9 +29,14 @@ class CrdbConfig(Carried):
     spark_conf: dict[str, Any] | None = None
     spark_job_timeout_minutes: float = 180.0
 
+    def topic_table(self, topic: str) -> str:
+        """The Delta table of ``topic``: ``<target_root>/<topic>``, as checkpoints and ledgers name it."""
+        return f"{self.target_root.rstrip('/')}/{topic}"
+
     @classmethod
     def from_json(cls, text: str | None, where: str) -> CrdbConfig:
         config = from_mapping(cls, json_document(text, where), where)
+        config = replace(config, target_root=config.target_root.rstrip("/") or "/")  # one spelling from here on
         if config.resolved_per_batch < 1 or config.max_batches_per_run < 1:
             raise ConfigError(f"{where}: resolved_per_batch and max_batches_per_run must be at least 1")
         if config.parquet_keys is not None and not all(

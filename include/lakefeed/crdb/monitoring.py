@@ -12,7 +12,7 @@ from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
 from lakefeed.crdb.config import CrdbConfig
 from lakefeed.crdb.hlc import Hlc
-from lakefeed.crdb.sink import RESOLVED, list_sink
+from lakefeed.crdb.sink import resolved_stamps
 from lakefeed.monitor import RunRow, Watched, figures_row
 
 # The row's figures: the run summary's counts each adds up.
@@ -34,7 +34,7 @@ def watched(
         """Lists the sink from the checkpoint's partition on, never the whole sink."""
         since = Hlc.parse(resolved) if resolved else None
         store = storage.feed(config.sink_root, config.wasb_conn_id)
-        found = [f.timestamp for f in list_sink(store, since) if f.kind == RESOLVED]
+        found = resolved_stamps(store, since)
         return str(max(found)) if found else None
 
     def recorded(checkpoint: CrdbCheckpoint) -> str | None:

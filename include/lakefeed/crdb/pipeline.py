@@ -37,7 +37,7 @@ from lakefeed.crdb.config import CrdbConfig
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.params import crdb_request
 from lakefeed.crdb.run_plan import CrdbPlan, ResolvedRange
-from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
+from lakefeed.crdb.sink import require_sink, resolved_stamps
 from lakefeed.crdb.summary import CrdbRunReport, CrdbSummary
 from lakefeed.delta import table_location
 from lakefeed.errors import WindowNotReadyError
@@ -149,12 +149,12 @@ class CrdbHooks(
         run: skeleton.RunContext,
     ) -> Resolved:
         cursor = Hlc.parse(checkpoint.resolved) if checkpoint.resolved else None
-        return Resolved(SCHEDULED, cursor, _resolved_after(source, cursor))
+        return Resolved(SCHEDULED, cursor, resolved_stamps(source, cursor, after=cursor))
 
     def in_range(self, pipeline: CrdbConfig, source: StoreBase, request: skeleton.Request[Span]) -> Resolved:
         after, through = request.asked
         assert through is not None  # the params name a range: that made it a backfill
-        listed = {f.timestamp for f in list_sink(source, after or through) if f.kind == RESOLVED}
+        listed = set(resolved_stamps(source, after or through))
         missing = [str(stamp) for stamp in (after, through) if stamp is not None and stamp not in listed]
         if missing:
             raise WindowNotReadyError(f"{source.root} has no RESOLVED file at {', '.join(missing)}")
@@ -163,7 +163,7 @@ class CrdbHooks(
     def in_interval(self, pipeline: CrdbConfig, source: StoreBase, start: datetime, end: datetime) -> Resolved:
         """From the last RESOLVED file at or before the interval's start to the last one before its end."""
         since, hour_end = Hlc(int(start.timestamp() * 1e9), 0), Hlc(int(end.timestamp() * 1e9), 0)
-        resolved = [f.timestamp for f in list_sink(source, Hlc(since.wall - DAY, 0)) if f.kind == RESOLVED]
+        resolved = resolved_stamps(source, Hlc(since.wall - DAY, 0))
         if not resolved or resolved[-1] < hour_end:
             raise WindowNotReadyError(
                 f"the changefeed has not resolved this run's hour yet: the newest RESOLVED timestamp in "
@@ -175,7 +175,7 @@ class CrdbHooks(
         return Resolved(BACKFILL, after, [inside[-1]] if inside and (after is None or inside[-1] > after) else [])
 
     def from_origin(self, pipeline: CrdbConfig, source: StoreBase, request: skeleton.Request[Span]) -> Resolved:
-        return Resolved(RESET, None, _resolved_after(source, None))
+        return Resolved(RESET, None, resolved_stamps(source))
 
     def adoptable(self, pipeline: CrdbConfig, checkpoint: CrdbCheckpoint, ready: Resolved) -> list[str]:
         first = checkpoint.resolved is None and not checkpoint.targets
@@ -192,7 +192,7 @@ class CrdbHooks(
     def planned(self, planning: Planning) -> CrdbPlan:
         (part,), kind, config = planning.parts, planning.kind, planning.config
         cursor = part.ready.after if kind == SCHEDULED else None
-        newest = max((f.timestamp for f in list_sink(part.source, cursor) if f.kind == RESOLVED), default=None)
+        newest = max(resolved_stamps(part.source, cursor), default=None)
         return CrdbPlan(
             kind=kind,
             batches=part.jobs,
@@ -249,9 +249,8 @@ class CrdbHooks(
     def announcing(self, credit: Credit) -> skeleton.Announcing:
         plan, done = credit.plan, credit.done
         config = plan.config
-        root = config.target_root.rstrip("/")
         reported = {
-            (f"{root}/{topic}", figures.target_version): (figures.inserted, figures.updated, figures.deleted)
+            (config.topic_table(topic), figures.target_version): (figures.inserted, figures.updated, figures.deleted)
             for s in done.values()
             for topic, figures in s.topics.items()
             if figures.committed and figures.target_version is not None
@@ -260,8 +259,8 @@ class CrdbHooks(
             topic_tables(config.target_root, config.quarantine_table),
             reported,
             crdb_changes,
-            # the checkpoint's targets: <target_root as configured>/<topic>
-            lambda location: f"{root}/{location.rstrip('/').rsplit('/', 1)[-1]}",
+            # a checkpoint's target as the ledger's tables name it
+            lambda location: config.topic_table(location.rstrip("/").rsplit("/", 1)[-1]),
         )
 
     def advance(self, credit: Credit, checkpoint: CrdbCheckpoint, announced: dict[str, TableMark]) -> CrdbCheckpoint:
@@ -272,7 +271,7 @@ class CrdbHooks(
         position = position_after(kind, stored, spans, set(done), origin=ORIGIN)
         topics = {topic for s in done.values() for topic in s.topics}
         tables = sorted(
-            set(checkpoint.targets if kind == SCHEDULED else ()) | {f"{config.target_root}/{topic}" for topic in topics}
+            set(checkpoint.targets if kind == SCHEDULED else ()) | {config.topic_table(topic) for topic in topics}
         )
         marks = current_marks(tables) if done or kind == RESET else checkpoint.targets
         return checkpoint.moved(
@@ -309,13 +308,6 @@ def verify_recorded(config: CrdbConfig, checkpoint: CrdbCheckpoint) -> None:
     verify_definition("target_root", recorded_root(checkpoint), root_of(config.target_root), where, RESET_REMEDY)
     topics = {f"topic {location.rsplit('/', 1)[-1]}": location for location in checkpoint.targets}
     verify_targets(checkpoint.targets, topics, where, RESET_REMEDY)
-
-
-def _resolved_after(store: StoreBase, cursor: Hlc | None) -> list[Hlc]:
-    """The RESOLVED timestamps of the sink after ``cursor`` (all of them without one), in order."""
-    return [
-        f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED and (cursor is None or f.timestamp > cursor)
-    ]
 
 
 def root_of(location: str) -> str:

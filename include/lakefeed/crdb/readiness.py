@@ -10,7 +10,7 @@ from lakefeed import pipeline as skeleton
 from lakefeed.checkpoint import verify_feed
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.pipeline import RESET_REMEDY
-from lakefeed.crdb.sink import RESOLVED, list_sink, require_sink
+from lakefeed.crdb.sink import require_sink, resolved_stamps
 
 
 def ready(
@@ -27,7 +27,5 @@ def ready(
     verify_feed(sink_identity, store.identity, f"Variable {checkpoint_variable}", RESET_REMEDY)
     require_sink(store)
     cursor = Hlc.parse(resolved) if resolved else None
-    newer = [
-        f.timestamp for f in list_sink(store, cursor) if f.kind == RESOLVED and (cursor is None or f.timestamp > cursor)
-    ]
+    newer = resolved_stamps(store, cursor, after=cursor)
     return bool(newer), {"resolved": resolved, "newestResolved": str(max(newer)) if newer else resolved}

@@ -112,6 +112,14 @@ def list_sink(store: StoreBase, since: Hlc | None = None) -> list[SinkFile]:
     return sorted(found, key=lambda f: f.order)
 
 
+def resolved_stamps(store: StoreBase, since: Hlc | None = None, after: Hlc | None = None) -> list[Hlc]:
+    """The timestamps of the sink's RESOLVED files, in order: those listed from ``since``'s partition on
+    (:func:`list_sink`), strictly after ``after`` when given (the files after a cursor)."""
+    return [
+        f.timestamp for f in list_sink(store, since) if f.kind == RESOLVED and (after is None or f.timestamp > after)
+    ]
+
+
 def _walk(store: StoreBase, folder: str, since: Hlc | None) -> Iterator[SinkFile]:
     floor = since.datetime() if since is not None else None
     for entry in store.list(folder):
