@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,17 +57,30 @@ class FeedSpec:
         return self.config_type.from_json(text, f"Variable {self.config_variable}")
 
 
+EXTRA_FEEDS = "LAKEFEED_FEED_PACKAGES"  # comma-separated packages of feeds kept outside lakefeed
+
+
 @cache
 def specs() -> tuple[FeedSpec, ...]:
-    """Every feed package's spec (``lakefeed.<feed>.spec.SPEC``), by key."""
+    """Every feed package's spec (``<package>.spec.SPEC``), by key: the feed packages of ``lakefeed``, and
+    those the environment variable ``LAKEFEED_FEED_PACKAGES`` names (a team's own feeds, in packages of
+    their own, set alike on every Airflow machine)."""
     import lakefeed
 
+    packages = [f"lakefeed.{m.name}" for m in pkgutil.iter_modules(lakefeed.__path__) if m.ispkg]
+    packages += [name.strip() for name in os.environ.get(EXTRA_FEEDS, "").split(",") if name.strip()]
     found = []
-    for module in pkgutil.iter_modules(lakefeed.__path__):
-        name = f"lakefeed.{module.name}.spec"
-        if module.ispkg and importlib.util.find_spec(name) is not None:
-            found.append(importlib.import_module(name).SPEC)
+    for package in packages:
+        if importlib.util.find_spec(f"{package}.spec") is not None:
+            found.append(importlib.import_module(f"{package}.spec").SPEC)
+    duplicated = sorted(_repeated([s.key for s in found]) | _repeated([s.dag_id for s in found]))
+    if duplicated:
+        raise ValueError(f"two feed specs declare {', '.join(duplicated)}: keys and DAG ids name one feed each")
     return tuple(sorted(found, key=lambda spec: spec.key))
+
+
+def _repeated(names: list[str]) -> set[str]:
+    return {name for name in names if names.count(name) > 1}
 
 
 def spec_of(dag_id: str) -> FeedSpec | None:
