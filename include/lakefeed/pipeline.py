@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
-from lakefeed.checkpoint import TableMark
+from lakefeed.checkpoint import TableMark, verify_feed
 from lakefeed.checkpoint_store import CheckpointKind, CheckpointStore, TextCell
 from lakefeed.documents import counted_fields, from_document, optional, to_document
 from lakefeed.errors import CheckpointMismatchError, ConfigError, DocumentError
@@ -62,6 +62,7 @@ __all__ = [
     "Credit",
     "Feed",
     "FeedHooks",
+    "Found",
     "JobOutputs",
     "JobSummary",
     "LocalStorage",
@@ -76,6 +77,7 @@ __all__ = [
     "RunContext",
     "RunReport",
     "Storage",
+    "Watching",
     "backfill_not_ready",
     "nothing_announced",
     "plan_marks",
@@ -444,6 +446,18 @@ class Request(Generic[AskT]):
 
 
 @dataclass(frozen=True)
+class Found(Generic[AskT, PipelineT, CheckpointT, SourceT]):
+    """What a scheduled run's plan found for one pipeline: its configuration and checkpoint, its source as
+    opened, the run's request, and the run."""
+
+    pipeline: PipelineT
+    checkpoint: CheckpointT
+    source: SourceT
+    request: Request[AskT]
+    run: RunContext
+
+
+@dataclass(frozen=True)
 class Planned(Generic[PipelineT, CheckpointT, SourceT, ReadyT, JobT]):
     """One pipeline's part of a plan as the plan sequence made it, for the feed to write into its plan."""
 
@@ -490,6 +504,17 @@ class Credit(Generic[PlanT, PipelineT, SummaryT]):
     part: PipelinePart[PipelineT]
     done: Mapping[int, SummaryT]
     run_id: str
+
+
+@dataclass(frozen=True)
+class Watching(Generic[ConfigT, PipelineT, CheckpointT]):
+    """What a sensor checks before it waits: the configuration, a pipeline's checkpoint as it is now, the
+    pipeline the run's params name (None: every one), and storage."""
+
+    config: ConfigT
+    checkpoint: Callable[[PipelineT], CheckpointT]
+    pipeline: str | None
+    storage: Storage
 
 
 @dataclass(frozen=True)
@@ -570,12 +595,10 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
     # -- the sensor --
 
     @abstractmethod
-    def watch(
-        self, config: ConfigT, checkpoints: Callable[[PipelineT], CheckpointT], pipeline: str | None, storage: Storage
-    ) -> dict[str, Any]:
+    def watch(self, watching: Watching[ConfigT, PipelineT, CheckpointT]) -> dict[str, Any]:
         """What a sensor's trigger polls (:attr:`readiness`'s keyword arguments: primitives), from the
-        checkpoints of the pipelines a run waits for (``pipeline``: the one its params name, if any);
-        refuses, before any wait, checkpoints that do not belong to the configured targets."""
+        checkpoints of the pipelines a run waits for; refuses, before any wait, checkpoints that do not
+        belong to the configured targets."""
 
     def check_params(
         self, params: Mapping[str, Any], config: ConfigT, checkpoints: Callable[[PipelineT], CheckpointT]
@@ -598,14 +621,24 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
     def open(self, pipeline: PipelineT, checkpoint: CheckpointT, kind: str, where: str, storage: Storage) -> SourceT:
         """What the plan reads of the pipeline's source; refuses a source that cannot be read."""
 
-    @abstractmethod
     def verify(self, pipeline: PipelineT, checkpoint: CheckpointT, source: SourceT, where: str) -> None:
-        """A scheduled run's check that the checkpoint belongs to this source and these targets."""
+        """A scheduled run's check that the checkpoint belongs to this source (:meth:`source_identity`) and
+        that what it recorded still holds (:meth:`verify_recorded`)."""
+        identity = self.source_identity(source)
+        if identity is not None:
+            verify_feed(checkpoint.identity, identity, where, self.remedy(pipeline))
+        self.verify_recorded(pipeline, checkpoint)
+
+    def source_identity(self, source: SourceT) -> str | None:
+        """The identity of the source as opened, which a checkpoint records (None: checked by the feed)."""
+        return None
+
+    def verify_recorded(self, pipeline: PipelineT, checkpoint: CheckpointT) -> None:
+        """Refuse a checkpoint whose targets (or definition) are no longer what it recorded: the plan's check
+        and the sensor's, before it waits (default: none)."""
 
     @abstractmethod
-    def pending(
-        self, pipeline: PipelineT, source: SourceT, checkpoint: CheckpointT, request: Request[AskT], run: RunContext
-    ) -> ReadyT:
+    def pending(self, found: Found[AskT, PipelineT, CheckpointT, SourceT]) -> ReadyT:
         """What a scheduled run applies: what is ready after the checkpoint (from the origin without one)."""
 
     @abstractmethod
@@ -731,7 +764,7 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
         elif kind == RESET:
             ready = self.from_origin(pipeline, source, request)
         else:
-            ready = self.pending(pipeline, source, checkpoint, request, run)
+            ready = self.pending(Found(pipeline, checkpoint, source, request, run))
         adoptable = [] if ready.kind == BACKFILL or request.adopt else self.adoptable(pipeline, checkpoint, ready)
         if adoptable:
             verify_adoptable(adoptable, pipeline.checkpoint_variable, where, "adopt_targets")

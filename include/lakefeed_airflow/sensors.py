@@ -172,15 +172,18 @@ class FeedReadySensor(_PollingSensor):
         return config_of(self._spec())
 
     def _watch(self) -> dict[str, Any]:
+        from lakefeed.pipeline import Watching
         from lakefeed_airflow.settings import checkpoint_store
         from lakefeed_airflow.wasb_feed import AIRFLOW_STORAGE
 
         hooks = self._spec().hooks
         return hooks.watch(
-            self._config(),
-            lambda pipeline: checkpoint_store(pipeline, hooks.checkpoint_type).load(),
-            _none_if_blank(self.pipeline),
-            AIRFLOW_STORAGE,
+            Watching(
+                self._config(),
+                lambda pipeline: checkpoint_store(pipeline, hooks.checkpoint_type).load(),
+                _none_if_blank(self.pipeline),
+                AIRFLOW_STORAGE,
+            )
         )
 
     def _check(self) -> tuple[bool, dict[str, Any]]:

@@ -47,7 +47,7 @@ from lakefeed.blob.schedule import (
 )
 from lakefeed.blob.summary import BlobRunReport, RunSummary
 from lakefeed.blob.timegrid import HOUR
-from lakefeed.checkpoint import TableMark, verify_feed
+from lakefeed.checkpoint import TableMark
 from lakefeed.config import PROJECT_ROOT
 from lakefeed.delta import table_location
 from lakefeed.errors import DataLossError, FeedError
@@ -66,8 +66,6 @@ RESET_REMEDY = skeleton.reset_remedy(
 )
 
 Window = tuple[datetime, datetime] | None  # the range a run's params name
-Credit = skeleton.Credit[BlobPlan, BlobPipelineConfig, RunSummary]
-Outcome = skeleton.Outcome[BlobPipelineConfig, Batch, RunSummary, BlobCheckpoint]
 
 
 @dataclass(frozen=True)
@@ -92,6 +90,8 @@ class Windows:
     data_loss: dict[str, Any] | None = None
 
 
+Credit = skeleton.Credit[BlobPlan, BlobPipelineConfig, RunSummary]
+Outcome = skeleton.Outcome[BlobPipelineConfig, Batch, RunSummary, BlobCheckpoint]
 Planning = skeleton.Planning[Window, BlobPipelineConfig, BlobPipelineConfig, BlobCheckpoint, FeedSeen, Windows, Batch]
 
 
@@ -126,15 +126,12 @@ class BlobHooks(
     # -- the sensor --
 
     def watch(
-        self,
-        config: BlobPipelineConfig,
-        checkpoints: Callable[[BlobPipelineConfig], BlobCheckpoint],
-        pipeline: str | None,
-        storage: skeleton.Storage,
+        self, watching: skeleton.Watching[BlobPipelineConfig, BlobPipelineConfig, BlobCheckpoint]
     ) -> dict[str, Any]:
         from lakefeed.blob import readiness
 
-        checkpoint = checkpoints(config)
+        config = watching.config
+        checkpoint = watching.checkpoint(config)
         verify_recorded(config, checkpoint)
         return readiness.watched(config, checkpoint)
 
@@ -168,18 +165,14 @@ class BlobHooks(
         origin = first_window(feed, None, start_from)
         return FeedSeen(feed, store.root, store.identity, last_consumable, first_segment, first_segment.minute, origin)
 
-    def verify(self, pipeline: BlobPipelineConfig, checkpoint: BlobCheckpoint, source: FeedSeen, where: str) -> None:
-        verify_feed(checkpoint.feed, source.identity, where, RESET_REMEDY)
+    def source_identity(self, source: FeedSeen) -> str:
+        return source.identity
+
+    def verify_recorded(self, pipeline: BlobPipelineConfig, checkpoint: BlobCheckpoint) -> None:
         verify_recorded(pipeline, checkpoint)
 
-    def pending(
-        self,
-        pipeline: BlobPipelineConfig,
-        source: FeedSeen,
-        checkpoint: BlobCheckpoint,
-        request: skeleton.Request[Window],
-        run: skeleton.RunContext,
-    ) -> Windows:
+    def pending(self, found: skeleton.Found[Window, BlobPipelineConfig, BlobCheckpoint, FeedSeen]) -> Windows:
+        pipeline, source, checkpoint = found.pipeline, found.source, found.checkpoint
         first, data_loss = checkpoint.watermark or source.origin, None
         if checkpoint.watermark:
             gap = retention_gap(
@@ -190,11 +183,11 @@ class BlobHooks(
                 source.last_consumable,
             )
             where = f"Variable {pipeline.checkpoint_variable}"
-            if gap is not None and not request.acknowledge_data_loss:
+            if gap is not None and not found.request.acknowledge_data_loss:
                 raise DataLossError(gap.message(source.root, where))
             if gap is not None:
                 log.warning("acknowledged data loss: %s", gap.message(source.root, where))
-                data_loss = {**gap.describe(), "acknowledgedBy": run.run_id}
+                data_loss = {**gap.describe(), "acknowledgedBy": found.run.run_id}
                 first = gap.resume_window
         return Windows(
             SCHEDULED, pending_windows(first, source.last_consumable, pipeline.max_windows_per_run), data_loss

@@ -28,7 +28,7 @@ refused, each naming the path, versions or values and the way on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -55,7 +55,6 @@ from lakefeed.targets import current_marks, rebuilt_after, verify_targets
 
 log = logging.getLogger(__name__)
 
-Credit = skeleton.Credit[CdfPlan, CdfPipeline, CdfSummary]
 
 JOB_SCRIPT = str(PROJECT_ROOT / "spark_jobs" / "delta_cdf_job.py")
 
@@ -80,6 +79,7 @@ class Versions:
     refresh_at: int | None = None
 
 
+Credit = skeleton.Credit[CdfPlan, CdfPipeline, CdfSummary]
 Planning = skeleton.Planning[CdfRequest, CdfConfig, CdfPipeline, CdfCheckpoint, SourceSeen, Versions, CdfJob]
 
 
@@ -125,18 +125,13 @@ class CdfHooks(
 
     # -- the sensor --
 
-    def watch(
-        self,
-        config: CdfConfig,
-        checkpoints: Callable[[CdfPipeline], CdfCheckpoint],
-        pipeline: str | None,
-        storage: skeleton.Storage,
-    ) -> dict[str, Any]:
+    def watch(self, watching: skeleton.Watching[CdfConfig, CdfPipeline, CdfCheckpoint]) -> dict[str, Any]:
         """The sources of every pipeline (or the one the run's params name)."""
         from lakefeed.cdf import readiness
 
-        chosen = [p for p in config.pipelines if pipeline in (None, "", p.name)]
-        return {"sources": [readiness.watch(checkpoints(p), readiness.source_of(p), storage) for p in chosen]}
+        chosen = [p for p in watching.config.pipelines if watching.pipeline in (None, "", p.name)]
+        sources = [readiness.watch(watching.checkpoint(p), readiness.source_of(p), watching.storage) for p in chosen]
+        return {"sources": sources}
 
     # -- plan --
 
@@ -168,16 +163,10 @@ class CdfHooks(
     def verify(self, pipeline: CdfPipeline, checkpoint: CdfCheckpoint, source: SourceSeen, where: str) -> None:
         _verify(pipeline, checkpoint, source.log)
 
-    def pending(
-        self,
-        pipeline: CdfPipeline,
-        source: SourceSeen,
-        checkpoint: CdfCheckpoint,
-        request: skeleton.Request[CdfRequest],
-        run: skeleton.RunContext,
-    ) -> Versions:
+    def pending(self, found: skeleton.Found[CdfRequest, CdfPipeline, CdfCheckpoint, SourceSeen]) -> Versions:
         """The versions after the checkpoint; on a first run, the change feed from version 0 when it was on
         from the start, else a full refresh at the latest version (a reset)."""
+        pipeline, source, checkpoint = found.pipeline, found.source, found.checkpoint
         per_job, cap = pipeline.versions_per_job, pipeline.max_versions_per_run
         if checkpoint.applied_version is not None:
             ranges = pending_ranges(checkpoint.applied_version, source.latest, per_job, cap)

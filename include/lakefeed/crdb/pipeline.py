@@ -22,14 +22,14 @@ write (unless the run adopts them: ``adopt_targets``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from lakefeed import pipeline as skeleton
 from lakefeed.assets import crdb_changes
-from lakefeed.checkpoint import TableMark, verify_definition, verify_feed
+from lakefeed.checkpoint import TableMark, verify_definition
 from lakefeed.config import PROJECT_ROOT
 from lakefeed.crdb import DAG_ID, KEY, topic_tables
 from lakefeed.crdb.checkpoint import CrdbCheckpoint
@@ -58,8 +58,6 @@ RESET_REMEDY = skeleton.reset_remedy(
 )
 
 Span = tuple[Hlc | None, Hlc | None]  # after_resolved, through_resolved as a run's params name them
-Credit = skeleton.Credit[CrdbPlan, CrdbConfig, CrdbSummary]
-Outcome = skeleton.Outcome[CrdbConfig, ResolvedRange, CrdbSummary, CrdbCheckpoint]
 
 
 @dataclass(frozen=True)
@@ -72,6 +70,8 @@ class Resolved:
     stamps: list[Hlc]
 
 
+Credit = skeleton.Credit[CrdbPlan, CrdbConfig, CrdbSummary]
+Outcome = skeleton.Outcome[CrdbConfig, ResolvedRange, CrdbSummary, CrdbCheckpoint]
 Planning = skeleton.Planning[Span, CrdbConfig, CrdbConfig, CrdbCheckpoint, StoreBase, Resolved, ResolvedRange]
 
 
@@ -106,14 +106,9 @@ class CrdbHooks(
 
     # -- the sensor --
 
-    def watch(
-        self,
-        config: CrdbConfig,
-        checkpoints: Callable[[CrdbConfig], CrdbCheckpoint],
-        pipeline: str | None,
-        storage: skeleton.Storage,
-    ) -> dict[str, Any]:
-        checkpoint = checkpoints(config)
+    def watch(self, watching: skeleton.Watching[CrdbConfig, CrdbConfig, CrdbCheckpoint]) -> dict[str, Any]:
+        config = watching.config
+        checkpoint = watching.checkpoint(config)
         verify_recorded(config, checkpoint)
         return {
             "sink_root": config.sink_root,
@@ -136,18 +131,14 @@ class CrdbHooks(
         require_sink(store)
         return store
 
-    def verify(self, pipeline: CrdbConfig, checkpoint: CrdbCheckpoint, source: StoreBase, where: str) -> None:
-        verify_feed(checkpoint.sink, source.identity, where, RESET_REMEDY)
+    def source_identity(self, source: StoreBase) -> str:
+        return source.identity
+
+    def verify_recorded(self, pipeline: CrdbConfig, checkpoint: CrdbCheckpoint) -> None:
         verify_recorded(pipeline, checkpoint)
 
-    def pending(
-        self,
-        pipeline: CrdbConfig,
-        source: StoreBase,
-        checkpoint: CrdbCheckpoint,
-        request: skeleton.Request[Span],
-        run: skeleton.RunContext,
-    ) -> Resolved:
+    def pending(self, found: skeleton.Found[Span, CrdbConfig, CrdbCheckpoint, StoreBase]) -> Resolved:
+        source, checkpoint = found.source, found.checkpoint
         cursor = Hlc.parse(checkpoint.resolved) if checkpoint.resolved else None
         return Resolved(SCHEDULED, cursor, resolved_stamps(source, cursor, after=cursor))
 

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from lakefeed import forms
 from lakefeed import pipeline as skeleton
-from lakefeed.checkpoint import Moves, TableMark, dump_document, marks_json, parse_document, targets_from, verify_feed
+from lakefeed.checkpoint import Moves, TableMark, dump_document, marks_json, parse_document, targets_from
 from lakefeed.checkpoint_store import CheckpointStore
 from lakefeed.config import Carried, from_mapping, json_document
 from lakefeed.documents import counted, totals
@@ -154,14 +154,9 @@ class ToyHooks(
     def targets(self, pipeline: ToyConfig) -> list[str]:
         return [pipeline.target_table]
 
-    def watch(
-        self,
-        config: ToyConfig,
-        checkpoints: Callable[[ToyConfig], ToyCheckpoint],
-        pipeline: str | None,
-        storage: skeleton.Storage,
-    ) -> dict[str, Any]:
-        return {"source_root": config.source_root, "applied": checkpoints(config).applied}
+    def watch(self, watching: skeleton.Watching[ToyConfig, ToyConfig, ToyCheckpoint]) -> dict[str, Any]:
+        config = watching.config
+        return {"source_root": config.source_root, "applied": watching.checkpoint(config).applied}
 
     def request(self, params: Mapping[str, Any], config: ToyConfig) -> skeleton.Request[Range]:
         first, last = params.get("first_file"), params.get("last_file")
@@ -176,17 +171,11 @@ class ToyHooks(
         store = storage.feed(pipeline.source_root, pipeline.wasb_conn_id)
         return Listed(store, numbered(store))
 
-    def verify(self, pipeline: ToyConfig, checkpoint: ToyCheckpoint, source: Listed, where: str) -> None:
-        verify_feed(checkpoint.source, source.store.identity, where, REMEDY)
+    def source_identity(self, source: Listed) -> str:
+        return source.store.identity
 
-    def pending(
-        self,
-        pipeline: ToyConfig,
-        source: Listed,
-        checkpoint: ToyCheckpoint,
-        request: skeleton.Request[Range],
-        run: skeleton.RunContext,
-    ) -> Files:
+    def pending(self, found: skeleton.Found[Range, ToyConfig, ToyCheckpoint, Listed]) -> Files:
+        source, checkpoint = found.source, found.checkpoint
         applied = checkpoint.applied if checkpoint.applied is not None else 0
         return Files(SCHEDULED, [n for n in source.numbers if n > applied])
 
