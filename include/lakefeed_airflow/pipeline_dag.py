@@ -3,11 +3,11 @@
     <sensor> → <plan> → spark_arguments → <apply>[one spark-submit per job, mapped] → <commit>
                                                    (every task) → fail_run_if_a_task_failed
 
-Each pipeline brings its sensor and its feed (:class:`lakefeed.pipeline.Feed`: ``plan(params, run)``,
-``job_arguments(plan)``, ``job_connections(plan)``, ``job_lineage(plan)``, ``commit(plan, outputs, run_id,
-announced_since)``; the plan crosses to the later tasks as its document, read back with ``read_plan``).
-Only the plan reads the configuration
-(and the checkpoint) when it runs, and carries the configuration in its XCom (``config``): the job
+Each DAG is made from its feed's spec (:func:`feed_dag`): the sensor, and the feed
+(:class:`lakefeed.pipeline.Feed`: ``plan(params, run)``, ``job_arguments(plan)``, ``job_connections(plan)``,
+``job_lineage(plan)``, ``commit(plan, outputs, run_id, announced_since)``; the plan crosses to the later
+tasks as its document, read back with ``read_plan``). Besides the sensor's own check, only the plan reads
+the configuration (and the checkpoint) when it runs, and carries the configuration in its XCom (``config``): the job
 arguments, the Spark settings and timeout, the ``wasb`` connection and the commit step all come from
 the plan, so an edit of the Variable in the middle of a run cannot make a commit step vouch for work
 the jobs did not do. This module turns them into tasks with the retry, trigger-rule and

@@ -1,6 +1,5 @@
-"""JVM-free, deferrable sensors, shaped like the Azure provider's WasbBlobSensor: every input is a
-keyword-only, templated constructor argument (the DAGs render them from the config Variables), and
-each sensor reads one thing besides its source, the checkpoint it compares with.
+"""The JVM-free, deferrable sensor every lakefeed DAG waits with (:class:`FeedReadySensor`): it reads its
+feed's configuration and checkpoints when it runs (never while the DAG file is parsed), besides its source.
 
 Each checks once in the worker. Only a scheduled run waits: when nothing is
 ready it defers to a trigger, so waiting holds no worker slot, and when nothing
@@ -84,11 +83,11 @@ class _PollingSensor(BaseSensorOperator):
         return bool(self.skip_reason) or self._checked()[0]
 
     def execute(self, context: Context) -> Any:
-        self.poke_interval = float(self.poke_seconds)
-        self.timeout = float(self.timeout_seconds)
         if self.skip_reason:
             self.log.info("%s: nothing to wait for", self.skip_reason)
             return None
+        self.poke_interval = float(self.poke_seconds)
+        self.timeout = float(self.timeout_seconds)
         ready, details = self._checked()
         if ready:
             return details
@@ -147,15 +146,15 @@ class FeedReadySensor(_PollingSensor):
         self.pipeline = pipeline
 
     def execute(self, context: Context) -> Any:
-        if self.skip_reason:
-            self.log.info("%s: nothing to wait for", self.skip_reason)
-            return None
-        config = self._config()
-        if _none_if_blank(self.poke_seconds) is None:
-            self.poke_seconds = config.sensor_poke_seconds
-        if _none_if_blank(self.timeout_seconds) is None:
-            self.timeout_seconds = config.sensor_timeout_seconds
-        self.wasb_conn_id = config.wasb_conn_id
+        if not self.skip_reason:  # a run that waits for nothing reads nothing
+            from lakefeed_airflow.settings import config_of
+
+            self._configured = config = config_of(self._spec())  # read once: the checks below use it
+            if _none_if_blank(self.poke_seconds) is None:
+                self.poke_seconds = config.sensor_poke_seconds
+            if _none_if_blank(self.timeout_seconds) is None:
+                self.timeout_seconds = config.sensor_timeout_seconds
+            self.wasb_conn_id = config.wasb_conn_id
         return super().execute(context)
 
     def _spec(self) -> Any:
@@ -166,11 +165,6 @@ class FeedReadySensor(_PollingSensor):
             raise ValueError(f"{self.feed} is not a lakefeed DAG")
         return spec
 
-    def _config(self) -> Any:
-        from lakefeed_airflow.settings import config_of
-
-        return config_of(self._spec())
-
     def _watch(self) -> dict[str, Any]:
         from lakefeed.pipeline import Watching
         from lakefeed_airflow.settings import checkpoint_store
@@ -179,7 +173,7 @@ class FeedReadySensor(_PollingSensor):
         hooks = self._spec().hooks
         return hooks.watch(
             Watching(
-                self._config(),
+                self._configured,
                 lambda pipeline: checkpoint_store(pipeline, hooks.checkpoint_type).load(),
                 _none_if_blank(self.pipeline),
                 AIRFLOW_STORAGE,
