@@ -1,8 +1,31 @@
-"""JVM-free reading of a Delta table's ``_delta_log``: versions, commit infos, identity, schemas.
+"""A Delta table's ``_delta_log``, read without a JVM: delta-rs for the table's state, our reader for one commit.
 
-Sensors, planners and commit steps use this to decide without starting Spark:
-which versions exist, which table (``metaData.id``) sits at a path, whether a
-target was restored, which versions were committed in a time interval.
+Sensors, planners and commit steps use this to decide without starting Spark: which versions exist,
+which table (``metaData.id``) sits at a path, whether a target was restored, which versions were
+committed in a time interval, what a range's commits changed.
+
+**delta-rs** (``deltalake``) reads everything that needs the log replayed, so checkpoints of every kind
+(classic, multi-part, V2 with sidecars), log compaction and new protocol features are its to follow:
+
+- a snapshot at the latest version or any version the log can still rebuild: the table's
+  ``metaData`` (id, properties), schema and file list with statistics (:meth:`DeltaLog.snapshot` and
+  everything built on it: :meth:`~DeltaLog.latest_metadata`, :meth:`~DeltaLog.table_id`,
+  :meth:`~DeltaLog.table_state`, :meth:`~DeltaLog.properties`, :meth:`~DeltaLog.bytes_in_range`);
+- the commit infos of the latest commits, newest first (:meth:`DeltaLog.history`: RESTOREs, rebuild
+  markers, writers' ``userMetadata``).
+
+**Our own reader** is kept where delta-rs's Python API offers nothing, and only for the log's plainest
+part, a commit file (``NNNNNNNNNNNNNNNNNNNN.json``: one action per line):
+
+- the list of commit versions (:meth:`DeltaLog.commit_versions`): which versions log cleanup left,
+  and the latest version, from one listing (a sensor polls it) instead of a replay;
+- one commit's actions (:meth:`DeltaLog.actions`): whether it changed rows (the ``dataChange`` of its
+  ``add``/``remove``/``cdc``: :func:`changes_rows`) and the ``metaData`` it carries
+  (:meth:`DeltaLog.metadata_changes`: a range's schema and change-data-feed changes). delta-rs gives
+  snapshots and commit infos, not a commit's actions;
+- one commit's timestamp (:meth:`DeltaLog.commit_timestamp`): the versions committed in an interval are
+  found by binary search over commit files (log₂ n reads), where delta-rs's history would read every
+  commit from the newest down to the interval.
 """
 
 from __future__ import annotations
@@ -11,18 +34,18 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from lakefeed.azure import delta_rs_url
 from lakefeed.errors import ChangeDataError
 from lakefeed.jsonio import parse_json
 from lakefeed.storage import StoreBase
 
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
 LOG_DIR = "_delta_log"
 _COMMIT = re.compile(r"^(\d{20})\.json$")
-# Classic, multi-part and V2 checkpoints: 00..10.checkpoint.parquet, 00..10.checkpoint.0000000001.0000000002.parquet,
-# 00..10.checkpoint.<uuid>.json|parquet (the top-level file holds metaData).
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.[0-9a-f-]+)*\.(parquet|json)$")
 
 
 _DATA_ACTIONS = ("add", "remove", "cdc")
@@ -112,20 +135,45 @@ class DeltaLog:
             if "metaData" in action
         ]
 
+    def snapshot(self, version: int | None = None) -> DeltaTable | None:
+        """The table as of ``version`` (default the latest), loaded by delta-rs; None when there is no Delta
+        table at the root or ``version`` is past its latest. A version the log can no longer rebuild (log
+        cleanup) raises delta-rs's ``DeltaError``."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+
+        if version is not None:
+            latest = self.latest_version()
+            if latest is None or version > latest:
+                return None
+        try:
+            return DeltaTable(delta_rs_url(self.store.root), version=version, storage_options=self._delta_options)
+        except TableNotFoundError:
+            if version is None and self.latest_version() is None:
+                return None
+            raise
+        except DeltaError:
+            self._name_a_malformed_commit(version)
+            raise
+
+    def _name_a_malformed_commit(self, version: int | None) -> None:
+        """Raise naming the commit file delta-rs could not parse, if one up to ``version`` is (its errors
+        name no file); return when every commit reads."""
+        for committed in reversed(self.commit_versions()):
+            if version is None or committed <= version:
+                self.actions(committed)
+
     def properties(self) -> dict[str, str] | None:
         """The table's properties as of its latest version; None when there is no Delta table at the root."""
-        if self.latest_version() is None:
-            return None
-        return dict(self.table_state()[0])
+        table = self.snapshot()
+        return None if table is None else dict(table.metadata().configuration or {})
 
     def table_state(self, version: int | None = None) -> tuple[dict[str, str], list[dict[str, Any]]]:
-        """Table properties and schema fields as of ``version``, default the latest (delta-rs reads
-        checkpoints for us)."""
-        from deltalake import DeltaTable
-
-        table = DeltaTable(delta_rs_url(self.store.root), version=version, storage_options=self._delta_options)
-        metadata = table.metadata()
-        return dict(metadata.configuration or {}), json.loads(table.schema().to_json())["fields"]
+        """Table properties and schema fields as of ``version``, default the latest."""
+        table = self.snapshot(version)
+        if table is None:
+            raise ChangeDataError(f"{self.root} has no Delta table version {'latest' if version is None else version}")
+        return dict(table.metadata().configuration or {}), _fields(table)
 
     def bytes_in_range(self, column: str, low: Any, high: Any) -> int:
         """About how many bytes of the table's data files (latest version) hold ``column`` values in
@@ -134,13 +182,11 @@ class DeltaLog:
         overlapping file (or one without statistics) all of it. 0 when there is no table. What a MERGE on
         ``column`` filtered to that range still reads and joins (delta-rs reads the file list)."""
         import pyarrow as pa
-        from deltalake import DeltaTable
 
-        if self.latest_version() is None:
+        table = self.snapshot()
+        if table is None:
             return 0
-        files = pa.table(
-            DeltaTable(delta_rs_url(self.store.root), storage_options=self._delta_options).get_add_actions(flatten=True)
-        )
+        files = pa.table(table.get_add_actions(flatten=True))
         names = [f"min.{column}", f"max.{column}"]
         sizes = files.column("size_bytes").to_pylist()
         if not all(name in files.column_names for name in names):
@@ -154,62 +200,34 @@ class DeltaLog:
         """``metaData.id`` of the table at the root (as of ``version``, default the latest): a dropped and
         recreated table gets a new one, and so does one a REPLACE rebuilt. None when there is no Delta
         table there (or no such version)."""
-        metadata = self.latest_metadata(version)
-        return None if metadata is None else metadata.get("id")
+        table = self.snapshot(version)
+        return None if table is None else str(table.metadata().id)
 
     def latest_metadata(self, version: int | None = None) -> dict[str, Any] | None:
-        """The table's ``metaData`` action as of ``version`` (default the latest): the newest commit up to it
-        that carries one, or else the newest checkpoint's up to it. Reads a few small files, not the table's
-        file list (sensors call this every poll)."""
-        entries = [e.name for e in self.store.list(LOG_DIR)]
-        commits = sorted((int(m.group(1)) for m in map(_COMMIT.match, entries) if m), reverse=True)
-        checkpoints: dict[int, list[str]] = {}
-        for name in entries:
-            m = _CHECKPOINT.match(name)
-            if m and (version is None or int(m.group(1)) <= version):
-                checkpoints.setdefault(int(m.group(1)), []).append(name)
-        if not commits or (version is not None and version > commits[0]):
+        """The table's ``metaData`` as of ``version`` (default the latest), in the log's own field names
+        (``id``, ``configuration``, ``schemaString``); None when there is no table or no such version."""
+        table = self.snapshot(version)
+        if table is None:
             return None
-        newest_checkpoint = max(checkpoints, default=-1)
-        for committed in commits:
-            if version is not None and committed > version:
-                continue
-            if committed <= newest_checkpoint:
-                break
-            for action in self.actions(committed):
-                if "metaData" in action:
-                    found: dict[str, Any] = action["metaData"]
-                    return found
-        for name in sorted(checkpoints.get(newest_checkpoint, [])):
-            metadata = self._checkpoint_metadata(name)
-            if metadata is not None:
-                return metadata
-        from deltalake import DeltaTable  # no commit or checkpoint holds it (log cleanup): let delta-rs replay
-
+        metadata = table.metadata()
         return {
-            "id": DeltaTable(delta_rs_url(self.store.root), version=version, storage_options=self._delta_options)
-            .metadata()
-            .id
+            "id": metadata.id,
+            "configuration": dict(metadata.configuration or {}),
+            "schemaString": table.schema().to_json(),
         }
 
-    def _checkpoint_metadata(self, name: str) -> dict[str, Any] | None:
-        raw = self.store.read_bytes(f"{LOG_DIR}/{name}")
-        if name.endswith(".json"):
-            rows = [
-                parse_json(line, name, ChangeDataError)
-                for line in raw.decode(errors="replace").splitlines()
-                if line.strip()
-            ]
-        else:
-            import io
-
-            import pyarrow.parquet as pq
-
-            rows = [
-                {"metaData": value}
-                for value in pq.read_table(io.BytesIO(raw), columns=["metaData"]).column("metaData").to_pylist()
-            ]
-        return next((row["metaData"] for row in rows if row.get("metaData")), None)
+    def history(self, after: int) -> list[dict[str, Any]]:
+        """The commit infos of the versions after ``after``, oldest first, each with its ``version`` (read by
+        delta-rs, newest first, back to ``after``; versions log cleanup removed are absent). [] when there
+        is no table or nothing after ``after``."""
+        latest = self.latest_version()
+        if latest is None or latest <= after:
+            return []
+        table = self.snapshot()
+        if table is None:
+            return []
+        infos = [info for info in table.history(limit=latest - after) if int(info.get("version", -1)) > after]
+        return sorted(infos, key=lambda info: int(info["version"]))
 
     def state(self, restores_after: int | None = None) -> TableState | None:
         """The table's id and latest version, and the RESTOREs committed after version
@@ -219,11 +237,10 @@ class DeltaLog:
             return None
         restores = []
         if restores_after is not None:
-            for version in (v for v in versions if v > restores_after):
-                info = self.commit_info(version)
+            for info in self.history(restores_after):
                 if info.get("operation") == "RESTORE":
                     target = (info.get("operationParameters") or {}).get("version")
-                    restores.append((version, int(target) if target not in (None, "") else None))
+                    restores.append((int(info["version"]), int(target) if target not in (None, "") else None))
         # A table with commits has a metaData.id (unless it vanished since they were listed).
         table_id = cast(str, self.table_id())
         return TableState(table_id=table_id, latest_version=versions[-1], restores=tuple(restores))
@@ -240,6 +257,11 @@ class DeltaLog:
         if first >= after:
             return None
         return versions[first], versions[after - 1]
+
+
+def _fields(table: DeltaTable) -> list[dict[str, Any]]:
+    fields: list[dict[str, Any]] = json.loads(table.schema().to_json())["fields"]
+    return fields
 
 
 def _first_at_or_after(log: DeltaLog, versions: list[int], moment_ms: int) -> int:

@@ -153,10 +153,9 @@ def rebuilt_after(location: str, version: int | None, marker: str) -> int | None
     ``marker`` (a rebuild, e.g. a CDF full refresh's ``fullRefreshVersion``), or None. JVM-free."""
     if version is None:
         return None
-    delta_log = DeltaLog(Store(location))
-    for later in [v for v in delta_log.commit_versions() if v > version]:
-        if marker in user_metadata(delta_log.commit_info(later)):
-            return later
+    for info in DeltaLog(Store(location)).history(version):
+        if marker in user_metadata(info):
+            return int(info["version"])
     return None
 
 

@@ -61,19 +61,6 @@ def test_versions_committed_in_an_interval(tmp_path):
     assert delta_log.versions_committed_between(stamps[4] + 1, stamps[4] + 10_000) is None
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "00000000000000000003.checkpoint.0000000001.0000000002.parquet",
-        "00000000000000000003.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json",
-    ],
-)
-def test_multi_part_and_v2_checkpoint_names_are_checkpoints(name):
-    from lakefeed.deltalog import _CHECKPOINT
-
-    assert _CHECKPOINT.match(name).group(1) == "00000000000000000003"
-
-
 def test_a_deeply_nested_commit_is_named_not_a_crash(tmp_path):
     from lakefeed.deltalog import DeltaLog
     from lakefeed.errors import ChangeDataError

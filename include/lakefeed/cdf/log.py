@@ -96,12 +96,7 @@ def schema_change(
 
 
 def latest_schema(log: DeltaLog) -> list[dict[str, Any]]:
-    """Schema fields of the source's latest version, from its newest ``metaData`` (a few small files; delta-rs
-    only when log cleanup left no commit or checkpoint holding it)."""
-    metadata = log.latest_metadata() or {}
-    if metadata.get("schemaString"):
-        fields: list[dict[str, Any]] = json.loads(metadata["schemaString"])["fields"]
-        return fields
+    """Schema fields of the source's latest version."""
     return log.table_state()[1]
 
 
