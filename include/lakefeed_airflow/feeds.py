@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -15,9 +16,10 @@ from lakefeed_airflow.settings import VariableCell, checkpoint_store, config_of
 from lakefeed_airflow.wasb_feed import AIRFLOW_STORAGE
 
 
-def feed(spec: FeedSpec) -> Feed[Any, Any, Any, Any]:
-    """The feed of ``spec`` inside a task: its configuration and checkpoints through the Task SDK."""
-    return Feed(spec.hooks, partial(config_of, spec), VariableCell, AIRFLOW_STORAGE)
+def feed(spec: FeedSpec, fence: Callable[[], None] | None = None) -> Feed[Any, Any, Any, Any]:
+    """The feed of ``spec`` inside a task: its configuration and checkpoints through the Task SDK, each
+    checkpoint write behind ``fence`` when given (the commit step's lease)."""
+    return Feed(spec.hooks, partial(config_of, spec), partial(VariableCell, fence=fence), AIRFLOW_STORAGE)
 
 
 def watched(dag_id: str) -> list[Watched]:

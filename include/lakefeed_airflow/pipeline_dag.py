@@ -200,14 +200,20 @@ def wire_pipeline(*, sensor: BaseOperator, spec: FeedSpec) -> None:
         planned = planned_or_skip(ti, plan_task_id)
         submissions = ti.xcom_pull(task_ids=ARGUMENTS_TASK_ID) or []
         outputs = job_outputs(ti, apply_task_id, len(submissions))
-        with refusals_fail_the_task(), summary_kept_on_failure(ti), turn(Registers(ti, commit_task_id), run_id):
+        with (
+            refusals_fail_the_task(),
+            summary_kept_on_failure(ti),
+            turn(Registers(ti, commit_task_id), run_id) as lease,
+        ):
+            fenced = feeds.feed(spec, fence=lease.check)
             report = to_document(
-                feed.commit(feed.read_plan(planned), outputs, run_id, recorded_events(lambda: inlet_events[alias]))
+                fenced.commit(fenced.read_plan(planned), outputs, run_id, recorded_events(lambda: inlet_events[alias]))
             )
         emit_asset_events(outlet_events[alias], report)
         lineage_module = _lineage()
         if lineage_module:
             lineage_module.emit_run_lineage(ti, report, [s.get("lineage") for s in submissions])
+        lease.check()  # its asset events are recorded as it ends: still inside the lease
         return report
 
     planned = plan_task()

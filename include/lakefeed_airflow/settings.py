@@ -7,6 +7,7 @@ checkpoint Variables. Checkpoints change only through a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from lakefeed.checkpoint_store import CheckpointKind, CheckpointStore
@@ -20,11 +21,13 @@ CHECKPOINT_DESCRIPTION = "lakefeed checkpoint (written by the DAG; do not edit b
 
 class VariableCell:
     """An Airflow Variable as a text cell: through the Task SDK inside a task, or through the ORM in
-    processes that own the metadata database (the CLI, tests)."""
+    processes that own the metadata database (the CLI, tests). ``fence`` is called before each write, and
+    may refuse it by raising (a commit step's :meth:`~lakefeed_airflow.turns.Lease.check`)."""
 
-    def __init__(self, name: str, orm: bool = False):
+    def __init__(self, name: str, orm: bool = False, fence: Callable[[], None] | None = None):
         self.name = name
         self.orm = orm
+        self.fence = fence
 
     def get(self) -> str | None:
         if self.orm:
@@ -36,6 +39,8 @@ class VariableCell:
         return Variable.get(self.name, default=None)
 
     def set(self, text: str) -> None:
+        if self.fence is not None:
+            self.fence()
         if self.orm:
             from airflow.models import Variable as OrmVariable
 

@@ -4,22 +4,30 @@ Under a scheduler the commit steps of every lakefeed DAG run in the one-slot poo
 ``lakefeed_checkpoints`` (:data:`lakefeed_airflow.dag_defaults.CHECKPOINT_POOL`), so two never run at
 once. ``airflow dags test`` ignores pools, and so may two of them on two machines; for those the commit
 steps of one DAG also queue by Lamport's bakery algorithm, whose registers are XComs (key
-``checkpoint_turn``) of the commit task instances, read and written through the execution API:
+``checkpoint_turn``) of the commit task instances, read and written through the execution API.
+
+Why a bakery: it is the simplest mutual exclusion that holds without a scheduler. The Task SDK gives
+tasks no conditional write (a Variable or XCom is set, never compare-and-set), and pools and
+``max_active_tis_per_dag`` are applied by the scheduler only; Lamport's bakery needs nothing but
+registers each participant writes and all read.
 
 1. push ``choosing``; take a number one above every number the other running commit steps hold; push it;
 2. wait while another running commit step is choosing, or holds a smaller ``(number, run_id)``;
-3. take the turn (read the checkpoint, compare, write, announce). A step that succeeds keeps its number:
-   Airflow records its asset events in the same transaction that ends its task instance's ``running``
-   state, and only running steps are waited for, so the next step cannot read the events before they are
-   there. A step that fails pushes number 0 (Airflow drops the events of a failed task).
+3. take the turn: push ``holding`` (the waiters' patience starts again) and note the time; then read
+   the checkpoint, compare, write, announce. A step that succeeds keeps its number: Airflow records its
+   asset events in the same transaction that ends its task instance's ``running`` state, and only running
+   steps are waited for, so the next step cannot read the events before they are there. A step that fails
+   pushes number 0 (Airflow drops the events of a failed task).
 
-Each register is one XCom value, so ``choosing`` and ``number`` are read together. A commit step killed
-while it holds a number leaves its task instance running until the scheduler notices; with no scheduler
-(``airflow dags test``) it never does. So a step that has waited ``patience`` seconds for the same holder
-at the head of the queue (or for a step stuck choosing) goes ahead of that one, with a warning naming its
-run, and keeps waiting for every other step ahead of it. A live holder slower than ``patience`` would be
-passed too: a commit step reads Delta logs and writes a Variable, seconds of work, and the default is two
-minutes.
+The turn is a lease. A commit step killed while it holds a number leaves its task instance running until
+the scheduler notices; with no scheduler (``airflow dags test``) it never does. So a step that has seen
+the same register at the head of the queue (or a step stuck choosing) for ``patience`` seconds goes
+ahead of that one, with a warning naming its run. The holder is fenced so that this never lets two write:
+it holds the turn for ``patience - grace`` seconds from the moment it pushed ``holding`` (before any
+waiter can see it, so a waiter's count is never ahead of the holder's), and :meth:`Lease.check`, called
+right before its checkpoint write and again as its task ends, fails the step instead once that is past
+while another step waits. ``grace`` covers the write and the task's end after the last check (under a
+second; the defaults give 30 s). A step alone, as every step under the pool is, is never failed by it.
 """
 
 from __future__ import annotations
@@ -44,16 +52,19 @@ class Ticket:
     run_id: str
     choosing: bool = False
     number: int = 0
+    holding: bool = False  # it has taken the turn
 
     @classmethod
     def from_xcom(cls, run_id: str, value: Any) -> Ticket:
         if not isinstance(value, dict):
             return cls(run_id)
         number = value.get("number")
-        return cls(run_id, bool(value.get("choosing")), number if isinstance(number, int) else 0)
+        return cls(
+            run_id, bool(value.get("choosing")), number if isinstance(number, int) else 0, bool(value.get("holding"))
+        )
 
     def to_xcom(self) -> dict[str, Any]:
-        return {"choosing": self.choosing, "number": self.number}
+        return {"choosing": self.choosing, "number": self.number, "holding": self.holding}
 
 
 def next_number(others: list[Ticket]) -> int:
@@ -104,6 +115,36 @@ def blocking(ahead: list[Ticket]) -> list[Ticket]:
     return [t for t in ahead if t.choosing] + head
 
 
+class TurnLapsedError(RuntimeError):
+    """A commit step held the checkpoint turn past its lease while another waited: it writes nothing more."""
+
+
+@dataclass
+class Lease:
+    """The holder's side of the turn: :meth:`check` before each write (see the module's docstring)."""
+
+    registers: TurnRegisters
+    run_id: str
+    taken_at: float
+    seconds: float
+    clock: Callable[[], float]
+
+    def check(self) -> None:
+        """Raise :class:`TurnLapsedError` when the lease is past and another commit step waits (one that
+        may have gone ahead of this one); return otherwise."""
+        held = self.clock() - self.taken_at
+        if held <= self.seconds:
+            return
+        waiting = [t.run_id for t in self.registers.others() if t.choosing or t.number]
+        if waiting:
+            raise TurnLapsedError(
+                f"the commit step of {self.run_id} has held the checkpoint turn for {held:.0f}s, past its "
+                f"{self.seconds:.0f}s lease, while {', '.join(waiting)} waited and may have gone ahead: it "
+                f"writes nothing more. What its jobs committed is in the targets' ledger: the next run "
+                f"finds it applied, and its commit step moves the checkpoint and announces it."
+            )
+
+
 @contextmanager
 def turn(
     registers: TurnRegisters,
@@ -112,8 +153,10 @@ def turn(
     poll: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> Iterator[None]:
-    """Hold the DAG's checkpoint turn for the body (see the module's docstring)."""
+    grace: float | None = None,
+) -> Iterator[Lease]:
+    """Hold the DAG's checkpoint turn for the body, which gets the :class:`Lease` (see the module's
+    docstring); ``grace`` defaults to a quarter of ``patience``."""
     registers.push(Ticket(run_id, choosing=True))
     try:
         own = Ticket(run_id, number=next_number(registers.others()))
@@ -141,11 +184,14 @@ def turn(
             if all(t in passed for t in ahead):
                 break
             sleep(poll)
+        taken_at = clock()
+        registers.push(Ticket(run_id, number=own.number, holding=True))
     except BaseException:
         registers.push(Ticket(run_id))
         raise
+    lease = Lease(registers, run_id, taken_at, patience - (patience / 4 if grace is None else grace), clock)
     try:
-        yield
+        yield lease
     except BaseException:
         try:
             registers.push(Ticket(run_id))  # failed: its events are dropped, the next step may go

@@ -9,8 +9,10 @@ import multiprocessing
 import os
 from pathlib import Path
 
+import pytest
+
 from lakefeed.cdf.checkpoint import CdfCheckpoint
-from lakefeed_airflow.turns import Ticket, ahead_of, next_number, turn
+from lakefeed_airflow.turns import Ticket, TurnLapsedError, ahead_of, next_number, turn
 from tests.cells import FileCell, file_store
 
 
@@ -35,6 +37,8 @@ def test_a_step_waits_for_those_choosing_and_those_with_a_smaller_ticket():
 
 def test_a_ticket_reads_back_from_xcom_and_tolerates_what_is_not_one():
     assert Ticket.from_xcom("r", Ticket("r", True, 5).to_xcom()) == Ticket("r", True, 5)
+    assert Ticket.from_xcom("r", Ticket("r", False, 5, holding=True).to_xcom()) == Ticket("r", number=5, holding=True)
+    assert Ticket.from_xcom("r", {"choosing": False, "number": 2}) == Ticket("r", number=2)  # before leases
     assert Ticket.from_xcom("r", None) == Ticket("r") == Ticket.from_xcom("r", {"number": "x"})
 
 
@@ -54,8 +58,12 @@ def test_a_step_alone_takes_its_turn_at_once_and_keeps_its_number_until_its_task
     # back before that would let the next step read the events before they exist.
     registers = ListRegisters([])
     with turn(registers, "run-1", sleep=lambda s: (_ for _ in ()).throw(AssertionError("waited"))):
-        assert registers.pushed == [Ticket("run-1", choosing=True), Ticket("run-1", number=1)]
-    assert registers.pushed[-1] == Ticket("run-1", number=1)
+        assert registers.pushed == [
+            Ticket("run-1", choosing=True),
+            Ticket("run-1", number=1),
+            Ticket("run-1", number=1, holding=True),
+        ]
+    assert registers.pushed[-1] == Ticket("run-1", number=1, holding=True)
 
 
 def test_a_step_waits_until_the_step_ahead_is_done_and_gives_its_turn_back_on_error():
@@ -63,7 +71,7 @@ def test_a_step_waits_until_the_step_ahead_is_done_and_gives_its_turn_back_on_er
     registers, slept = ListRegisters(lambda: next(polls)), []
     try:
         with turn(registers, "run-1", sleep=slept.append, poll=0.5):
-            assert registers.pushed[-1] == Ticket("run-1", number=2) and slept == [0.5, 0.5]
+            assert registers.pushed[-1] == Ticket("run-1", number=2, holding=True) and slept == [0.5, 0.5]
             raise RuntimeError("the body failed")
     except RuntimeError:
         pass
@@ -93,7 +101,7 @@ def test_patience_runs_for_the_head_of_the_queue_only_and_passes_no_live_step(ca
     with turn(
         registers, "run-c", patience=10, poll=1, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
     ):
-        assert registers.pushed[-1] == Ticket("run-c", number=3)
+        assert registers.pushed[-1] == Ticket("run-c", number=3, holding=True)
         assert now[0] == 18
     assert "run-a has held" in caplog.text and "run-b has held" not in caplog.text
 
@@ -105,6 +113,69 @@ def test_a_step_stuck_choosing_is_passed_after_the_patience_too():
         registers, "run-b", patience=5, poll=1, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s)
     ):
         assert now[0] == 5
+
+
+class World:
+    """Registers every step shares, a fake clock, and each step's view of the others."""
+
+    def __init__(self):
+        self.now, self.tickets = 0.0, {}
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+    def of(self, run_id):
+        world = self
+
+        class Registers:
+            def push(self, ticket):
+                world.tickets[run_id] = ticket
+
+            def others(self):
+                return [t for run, t in sorted(world.tickets.items()) if run != run_id]
+
+        return Registers()
+
+
+def test_a_holder_past_its_lease_while_another_waits_writes_nothing_more():
+    # The holder took the turn at t=0 (lease 90 s of patience 120). A waiter that counts from then may go
+    # ahead at t=120; the holder's check fails from t=90 on, so the two never write at once.
+    world = World()
+    with turn(world.of("run-a"), "run-a", patience=120, clock=world.clock, sleep=world.sleep) as lease:
+        world.now = 89.0
+        world.tickets["run-b"] = Ticket("run-b", number=2)
+        lease.check()  # inside its lease
+        world.now = 91.0
+        with pytest.raises(TurnLapsedError, match=r"run-a has held the checkpoint turn for 91s, past its 90s lease"):
+            lease.check()
+        del world.tickets["run-b"]
+        lease.check()  # past it, but alone (as every step is under the pool): nobody can have gone ahead
+
+
+def test_a_waiter_counts_its_patience_from_the_turn_being_taken_not_from_the_number():
+    # run-a took number 1 at t=0 and waited 50 s for a step stuck choosing before taking the turn; run-b,
+    # waiting since t=0 too, must not pass run-a at t=120 but at 170: the "holding" push restarts its count.
+    world = World()
+    world.tickets["run-a"] = Ticket("run-a", number=1)
+
+    def step_a_takes_the_turn(seconds):
+        world.sleep(seconds)
+        if world.now == 50:
+            world.tickets["run-a"] = Ticket("run-a", number=1, holding=True)
+
+    with turn(world.of("run-b"), "run-b", patience=120, clock=world.clock, sleep=step_a_takes_the_turn):
+        assert world.now == 170
+
+
+def test_a_fenced_write_is_refused_once_the_lease_has_lapsed():
+    from lakefeed_airflow.settings import VariableCell
+
+    refused = VariableCell("never_written", fence=lambda: (_ for _ in ()).throw(TurnLapsedError("lapsed")))
+    with pytest.raises(TurnLapsedError):
+        refused.set("{}")
 
 
 class FileRegisters:
