@@ -83,6 +83,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="then remove tombstones from before the range whose updated is this long before its RESOLVED "
         "timestamp (a later range ending before them is refused)",
     )
+    parser.add_argument(
+        "--snapshot-topics",
+        type=lambda text: [t for t in text.split(",") if t],
+        help="the range is a full snapshot of these topics at --through-resolved (an initial scan): rows of "
+        "their tables that it does not hold, and that changed before it, were deleted and become tombstones",
+    )
     parser.add_argument("--summary-json", help="write the run summary as JSON to this file")
     add_pipeline_id_argument(parser)
     return parser.parse_args(argv)
@@ -112,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             tombstone_retention=(
                 retention(args.tombstone_retention_hours) if args.tombstone_retention_hours is not None else None
             ),
+            snapshot_topics=args.snapshot_topics,
         )
         log.info("summary\n%s", format_summary(summary))
         return summary

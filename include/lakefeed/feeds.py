@@ -51,6 +51,7 @@ class FeedSpec:
     watched: Callable[[Any, Callable[[Any], CheckpointStore], Storage], list[Watched]]
     lineage_outcome: Callable[[JobLineage, dict[str, Any]], JobOutcome]  # what a finished job applied
     delta_inputs: bool = False  # its jobs read Delta tables (their lineage inputs carry Delta's facets)
+    stage_task: str | None = None  # a task before the jobs running FeedHooks.stage for each (None: none)
 
     def config(self, text: str | None) -> Any:
         """The configuration from its Variable's text (None: the defaults)."""

@@ -46,6 +46,7 @@ from lakefeed.ledger import (
 )
 from lakefeed.lineage import JobLineage
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
+from lakefeed.sql import SqlEndpoint
 from lakefeed.storage import StoreBase
 from lakefeed.targets import current_marks, verify_adoptable, verify_own_writes, verify_unchanged_during_run
 
@@ -121,6 +122,8 @@ class Storage(Protocol):
 
     def scope(self, connection: str | None) -> AbstractContextManager[None]: ...
 
+    def sql(self, connection: str) -> SqlEndpoint: ...
+
 
 class LocalStorage:
     """Paths and URLs opened with the environment's credentials (local runs, tests, a Spark driver)."""
@@ -136,6 +139,10 @@ class LocalStorage:
     @contextmanager
     def scope(self, connection: str | None) -> Iterator[None]:
         yield
+
+    def sql(self, connection: str) -> SqlEndpoint:
+        """The database of Airflow's ``AIRFLOW_CONN_<ID>`` convention (a URI in the environment)."""
+        return SqlEndpoint.from_environment(connection)
 
 
 LOCAL = LocalStorage()
@@ -567,6 +574,12 @@ class FeedHooks(ABC, Generic[AskT, ConfigT, PipelineT, CheckpointT, SourceT, Rea
     readiness: str
     noun: str = "feed"  # what a checkpoint's identity names, in a warning
 
+    def stage(self, plan: PlanT, index: int, storage: Storage) -> dict[str, Any]:
+        """Work job ``index`` of ``plan`` needs done outside Spark first, such as a range pulled from a database
+        into object storage: a feed whose spec names a ``stage_task`` gets that task, mapped over the jobs,
+        between the plan and the jobs, and retried on its own. Returns what it did (the task's XCom)."""
+        raise NotImplementedError(f"{type(self).__name__} stages nothing")
+
     # -- configuration --
 
     def pipelines_of(self, config: ConfigT) -> list[PipelineT]:
@@ -995,6 +1008,10 @@ class Feed(Generic[ConfigT, PipelineT, PlanT, ReportT]):
 
     def job_arguments(self, plan: PlanT) -> list[list[str]]:
         return self.hooks.arguments(plan)
+
+    def stage(self, plan: PlanT, index: int) -> dict[str, Any]:
+        """Job ``index``'s work before Spark (:meth:`FeedHooks.stage`)."""
+        return self.hooks.stage(plan, index, self.storage)
 
     def job_connections(self, plan: PlanT) -> list[str | None]:
         """The ``wasb`` connection each job reads and writes with: its pipeline's."""

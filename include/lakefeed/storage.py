@@ -204,6 +204,24 @@ class Store(StoreBase):
         with self.open(relative) as handle:
             return handle.read()
 
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        """Write a file whole: on this machine to a temporary name, then renamed over ``relative``; elsewhere
+        in one upload, which an object store shows whole or not at all."""
+        path = self.path(relative)
+        if not isinstance(self._fs, LocalFileSystem):
+            self._fs.pipe_file(path, data)
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        scratch = f"{path}.{os.getpid()}.tmp"
+        with open(scratch, "wb") as handle:
+            handle.write(data)
+        os.replace(scratch, path)
+
+    def remove(self, relative: str) -> None:
+        """Delete a file; nothing when it is not there."""
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm_file(self.path(relative))
+
     def list(self, relative: str) -> list[Entry]:
         """Direct children of a folder, sorted by name; empty when it does not exist."""
         try:

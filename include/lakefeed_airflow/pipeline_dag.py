@@ -1,7 +1,7 @@
 """The shape every lakefeed DAG shares, wired once:
 
-    <sensor> → <plan> → spark_arguments → <apply>[one spark-submit per job, mapped] → <commit>
-                                                   (every task) → fail_run_if_a_task_failed
+    <sensor> → <plan> → spark_arguments → [<stage>[one per job, mapped] →] <apply>[one spark-submit per
+                                          job, mapped] → <commit>;  (every task) → fail_run_if_a_task_failed
 
 Each DAG is made from its feed's spec (:func:`feed_dag`): the sensor, and the feed
 (:class:`lakefeed.pipeline.Feed`: ``plan(params, run)``, ``job_arguments(plan)``, ``job_connections(plan)``,
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
 
@@ -217,6 +217,7 @@ def wire_pipeline(*, sensor: BaseOperator, spec: FeedSpec) -> None:
         return report
 
     planned = plan_task()
+    submissions = spark_arguments(planned)  # type: ignore[arg-type]  # the plan's XComArg
     apply = LakefeedSparkSubmitOperator.partial(
         task_id=apply_task_id,
         application=spec.job_script,
@@ -227,8 +228,21 @@ def wire_pipeline(*, sensor: BaseOperator, spec: FeedSpec) -> None:
         extra_conf=f"{{{{ ({config}.spark_conf or {{}}) | tojson }}}}",
         timeout_minutes=f"{{{{ {config}.spark_job_timeout_minutes }}}}",
         summary_root=f"{{{{ {config}.job_summary_root or '' }}}}",
-    ).expand_kwargs(spark_arguments(planned))  # type: ignore[arg-type]  # the plan's XComArg
+    ).expand_kwargs(submissions)
     committed = commit_task()
     sensor >> planned
     apply >> committed
-    [sensor, planned, apply, committed] >> fail_run_if_a_task_failed()
+    watched = [sensor, planned, apply, committed]
+    if spec.stage_task:
+
+        @task(task_id=spec.stage_task, retries=2, retry_delay=timedelta(seconds=30))
+        def stage_task(submission: dict, ti=None) -> dict:
+            """Job ``map_index``'s work before Spark (``FeedHooks.stage``): a refusal fails it without retry;
+            anything else (a dropped connection) is retried, and redoes the whole of the job's stage."""
+            with refusals_fail_the_task():
+                return feed.stage(feed.read_plan(ti.xcom_pull(task_ids=plan_task_id)), ti.map_index)
+
+        staged = stage_task.expand(submission=submissions)
+        staged >> apply
+        watched.append(staged)
+    watched >> fail_run_if_a_task_failed()

@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from lakefeed.azure import azure_location, credential_env, is_azure_url
+from lakefeed.sql import SqlEndpoint
 from lakefeed.storage import Entry, StoreBase
 
 
@@ -130,6 +131,15 @@ class AirflowStorage:
 
     def scope(self, connection: str | None) -> AbstractContextManager[None]:
         return connection_scope(connection)
+
+    def sql(self, connection: str) -> SqlEndpoint:
+        """A database from Airflow's connection ``connection`` (a ``postgres`` one: CockroachDB's wire protocol)."""
+        from airflow.sdk import Connection
+
+        found = Connection.get(connection)
+        return SqlEndpoint.from_parts(
+            connection, found.host, found.port, found.login, found.password, found.schema, found.extra_dejson
+        )
 
 
 AIRFLOW_STORAGE = AirflowStorage()

@@ -62,10 +62,22 @@ class SinkSpec:
     seed: int = 7
 
 
+@dataclass(frozen=True)
+class Change:
+    """One committed row change, as the simulated cluster's history holds it: a core changefeed over SQL
+    (:mod:`lakefeed_testing.crdb_server`) serves these, the sink writes them into files."""
+
+    topic: str
+    key: str  # the primary key as a JSON array
+    after: str | None  # the row as JSON (CockroachDB's text), None for a delete
+    stamp: Hlc
+
+
 @dataclass
 class SinkTruth:
     spec: SinkSpec
     rows: dict[str, dict[str, dict | None]] = field(default_factory=dict)  # topic -> key JSON -> row or None
+    history: list[Change] = field(default_factory=list)  # every committed change, in commit order
     resolved: list[str] = field(default_factory=list)  # RESOLVED timestamps, in order
     late_files: list[str] = field(default_factory=list)  # keys of files named before a RESOLVED written earlier
     messages: int = 0
@@ -76,6 +88,14 @@ class SinkTruth:
 
     def deleted(self, topic: str) -> set[str]:
         return {key for key, row in self.rows[topic].items() if row is None}
+
+    def as_of(self, stamp: Hlc) -> dict[str, dict[str, dict | None]]:
+        """topic -> key JSON -> row (None: deleted) from the changes committed at or before ``stamp``."""
+        rows: dict[str, dict[str, dict | None]] = {topic: {} for topic in self.rows}
+        for change in sorted(self.history, key=lambda c: c.stamp):
+            if change.stamp <= stamp:
+                rows[change.topic][change.key] = None if change.after is None else json.loads(change.after)
+        return rows
 
 
 def key_json(values: list) -> str:
@@ -147,6 +167,7 @@ class _Sink:
             self.tables[topic][k] = row
             self.deleted[topic].pop(k, None)
         self.truth.rows[topic][k] = None if row is None else json.loads(_dumps(row))
+        self.truth.history.append(Change(topic, k, None if row is None else _dumps(row, sort=True), stamp))
         self._emit(topic, key, row, stamp, node or (1 + zlib.crc32(k.encode()) % 2))
 
     def _emit(self, topic: str, key: list, row: dict | None, stamp: Hlc, node: int) -> None:

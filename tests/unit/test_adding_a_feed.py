@@ -39,7 +39,7 @@ def files(folder, count):
 
 def test_the_toy_feed_is_found_with_the_feeds_of_lakefeed(toy_registered):
     assert spec_of(DAG_ID) is SPEC
-    assert {spec.key for spec in specs()} == {"blob", "cdf", "cockroach", "toy"}
+    assert {spec.key for spec in specs()} == {"blob", "cdf", "cockroach", "cockroach_sql", "toy"}
 
 
 def test_a_feed_outside_lakefeed_is_not_found_unless_named():

@@ -99,11 +99,15 @@ def run(
     parquet_keys: dict[str, list[str]] | None = None,
     quarantine_table: str | None = None,
     tombstone_retention: timedelta | None = None,
+    snapshot_topics: list[str] | None = None,
 ) -> CrdbSummary:
     """Apply the range's files to the topic tables. With ``quarantine_table``, lines that are not messages
     (:class:`~lakefeed.errors.UnreadableLine`) go to that Delta table instead of refusing the run. With
     ``tombstone_retention``, tombstones from before the range whose ``updated`` is older than that before its
-    RESOLVED timestamp are then removed (:mod:`lakefeed.tombstones`)."""
+    RESOLVED timestamp are then removed (:mod:`lakefeed.tombstones`). With ``snapshot_topics``, the range is
+    an initial scan of those topics at its RESOLVED timestamp: a stored row of theirs the scan does not hold,
+    last changed before it, was deleted meanwhile (changes a cluster's garbage collection removed before they
+    were pulled) and becomes a tombstone at the scan's timestamp, so the table equals the scan."""
     clock = time.perf_counter()
     target_root = table_location(target_root)
     tables = jvm_location(target_root).rstrip("/")  # where Spark opens the topic tables and the ledger
@@ -190,9 +194,20 @@ def run(
                 summary.commits,
                 f"{target_root.rstrip('/')}/{topic}",
                 sink_range,
+                sink_range.through.timestamp if topic in (snapshot_topics or ()) else None,
             )
             topic_summary.messages = row["messages"]
             summary.topics[topic] = topic_summary
+        for topic in sorted(set(snapshot_topics or ()) - set(per_topic)):  # empty at the scan: all deleted
+            emptied = _empty_at_snapshot(
+                spark, f"{tables}/{topic}", sink_range.through.timestamp, {**metadata, "topic": topic}
+            )
+            if emptied is not None:
+                summary.commits += reported_commit(f"{target_root.rstrip('/')}/{topic}", emptied)
+                deleted = int(emptied["metrics"].get("numUpdatedRows", 0))
+                summary.topics[topic] = TopicSummary(
+                    keys_changed=deleted, deleted=deleted, target_version=emptied["version"]
+                )
         if tombstone_retention is not None and sink_range.after is not None:
             for table in topic_tables(target_root, quarantine_table):  # every topic, with messages here or not
                 topic = table.rsplit("/", 1)[1]
@@ -257,6 +272,7 @@ def _merge_topic(
     commits: list[dict[str, Any]],
     reported_as: str,
     sink_range: SinkRange,
+    snapshot: Hlc | None = None,
 ) -> TopicSummary:
     """MERGE one topic's latest changes into its table, applying each only when its updated is newer; a
     table not there yet is created holding them, in one commit. The commit made is added to ``commits``
@@ -292,7 +308,7 @@ def _merge_topic(
         # Again at each attempt: tombstone retention commits its horizon before it deletes, so a run that removed
         # tombstones meanwhile makes this MERGE conflict and come back here.
         _check_tombstone_horizon(reported_as, sink_range)
-        (
+        merge = (
             DeltaTable.forPath(spark, target)
             .alias("t")
             .merge(rows.alias("s"), f"t.{KEY_COLUMN} = s.{KEY_COLUMN}")
@@ -302,8 +318,12 @@ def _merge_topic(
             )
             .whenMatchedUpdateAll(condition=newer)
             .whenNotMatchedInsertAll()  # a delete of a key never seen is kept as a tombstone
-            .execute()
         )
+        if snapshot is not None:  # not in the scan: deleted before it
+            merge = merge.whenNotMatchedBySourceUpdate(
+                condition=_older_than(snapshot), set={UPDATED_COLUMN: f"'{snapshot}'", DELETED_COLUMN: "true"}
+            )
+        merge.execute()
 
     commit = tagged_write(spark, target, tags, write)
     commits += reported_commit(reported_as, commit)
@@ -316,11 +336,32 @@ def _merge_topic(
     summary.bytes_written = metrics.get("numTargetBytesAdded", 0)
     summary.rows_copied = metrics.get("numTargetRowsCopied", 0)
     applied = metrics.get("numTargetRowsInserted", 0) + metrics.get("numTargetRowsUpdated", 0)
-    summary.stale_skipped = keys_changed - applied
-    summary.inserted, summary.updated, summary.deleted = effects_of_new_keys(
-        metrics, keys_changed, live
+    summary.stale_skipped = max(0, keys_changed - applied)  # a snapshot's own tombstones count as updates
+    summary.inserted, summary.updated, summary.deleted = (
+        None if snapshot is not None else effects_of_new_keys(metrics, keys_changed, live)
     ) or count_effects(spark, target, commit["version"], [KEY_COLUMN], DELETED_COLUMN)
     return summary
+
+
+def _older_than(snapshot: Hlc) -> str:
+    """A stored live row last changed before ``snapshot`` (the MERGE's target, ``t``)."""
+    return f"NOT t.{DELETED_COLUMN} AND CAST(t.{UPDATED_COLUMN} AS {HLC_DECIMAL}) < CAST('{snapshot}' AS {HLC_DECIMAL})"
+
+
+def _empty_at_snapshot(spark: SparkSession, target: str, snapshot: Hlc, tags: dict[str, Any]) -> dict[str, Any] | None:
+    """A snapshot topic that held no row at ``snapshot``: its stored live rows from before it become
+    tombstones (None: no table, or nothing to change)."""
+    from delta.tables import DeltaTable
+
+    if not _existing_types(spark, target):
+        return None
+
+    def write() -> None:
+        DeltaTable.forPath(spark, target).alias("t").update(
+            condition=_older_than(snapshot), set={UPDATED_COLUMN: f"'{snapshot}'", DELETED_COLUMN: "true"}
+        )
+
+    return tagged_write(spark, target, tags, write)
 
 
 def _types(kinds: dict[str, set[str]], existing: dict[str, str]) -> dict[str, str]:
