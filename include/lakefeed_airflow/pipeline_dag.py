@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
@@ -235,7 +235,7 @@ def wire_pipeline(*, sensor: BaseOperator, spec: FeedSpec) -> None:
     watched = [sensor, planned, apply, committed]
     if spec.stage_task:
 
-        @task(task_id=spec.stage_task, retries=2, retry_delay=timedelta(seconds=30))
+        @task(task_id=spec.stage_task)  # the DAG's retries
         def stage_task(submission: dict, ti=None) -> dict:
             """Job ``map_index``'s work before Spark (``FeedHooks.stage``): a refusal fails it without retry;
             anything else (a dropped connection) is retried, and redoes the whole of the job's stage."""
