@@ -1,9 +1,11 @@
-"""The demo: the three pipelines as they run in production, through their Airflow DAGs.
+"""The demo: the four pipelines as they run in production, through their Airflow DAGs.
 
 Generates a blob change feed, a Delta source table with change data feed on, and a CockroachDB cloud
-storage sink; forgets the demo's checkpoints; runs each DAG with `airflow dags test` (sensor, plan,
-spark-submit launched by Airflow, checkpoint commit, asset events); checks every target against the
-ground truth; and says where to look. Output fits one screen: Airflow's, Ivy's and Spark's output goes
+storage sink; starts a CockroachDB stand-in serving the same tables' history over SQL
+(lakefeed_testing.crdb_server: CockroachDB cannot be installed here); forgets the demo's checkpoints;
+runs each DAG with `airflow dags test` (sensor, plan, spark-submit launched by Airflow, checkpoint
+commit, asset events), the SQL-pulled one twice (an initial scan mid-history, then the changes since);
+checks every target against the ground truth; and says where to look. Output fits one screen: Airflow's, Ivy's and Spark's output goes
 to log files under <data>/logs.
 
     make demo            # or: python scripts/demo.py --events-per-hour 20000
@@ -24,7 +26,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 BLOB, CDF, CRDB = "blob_changefeed_to_delta", "delta_cdf_to_delta", "cockroach_changefeed_to_delta"
-CHECKPOINTS = ("lakefeed_blob_checkpoint", "lakefeed_cdf_checkpoint__demo", "lakefeed_crdb_checkpoint")
+CRDB_SQL = "cockroach_sql_changefeed_to_delta"
+CHECKPOINTS = (
+    "lakefeed_blob_checkpoint",
+    "lakefeed_cdf_checkpoint__demo",
+    "lakefeed_crdb_checkpoint",
+    "lakefeed_crdb_sql_checkpoint",
+)
 TASK = re.compile(r"\[DAG TEST\] starting task_id=(\w+)")
 
 
@@ -124,6 +132,36 @@ def describe(dag_id: str, report: dict) -> str:
     )
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_cockroach(data: Path, log: Path) -> tuple[subprocess.Popen, int]:
+    """The CockroachDB stand-in, serving the history of the demo sink's tables (the same generator and seed)."""
+    port = free_port()
+    command = [sys.executable, "-m", "lakefeed_testing.crdb_server", "--port", str(port)]
+    command += ["--scratch", str(data / "crdb_sql_source"), "--steps", "30", "--changes-per-step", "60"]
+    with open(log, "w") as out:  # the child keeps its own copy of the file
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while "serving" not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the CockroachDB stand-in did not start: see {log}")
+        time.sleep(0.2)
+    return process, port
+
+
+def set_clock(port: int, stamp: str) -> None:
+    import psycopg
+
+    with psycopg.connect(host="127.0.0.1", port=port, user="root", dbname="defaultdb", autocommit=True) as db:
+        db.execute(f"SET CLUSTER SETTING lakefeed.test_clock = '{stamp}'")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(ROOT / "data" / "demo"))
@@ -139,15 +177,18 @@ def main() -> int:
     from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
     from lakefeed_testing.demo_data import expected_targets
 
-    for folder in ("feed", "lake", "cdf", "crdb_sink", "runs", "cdf_runs", "crdb_runs", "logs"):
+    for folder in ("feed", "lake", "cdf", "crdb_sink", "crdb_sql_staging", "runs", "cdf_runs", "crdb_runs", "logs"):
         shutil.rmtree(data / folder, ignore_errors=True)
     logs.mkdir(parents=True)
     # The DAGs run on their embedded defaults (the demo's data), whatever config Variables hold.
-    env = {**os.environ, **{f"AIRFLOW_VAR_LAKEFEED_{name}_CONFIG": "{}" for name in ("BLOB", "CDF", "CRDB")}}
+    env = {
+        **os.environ,
+        **{f"AIRFLOW_VAR_LAKEFEED_{name}_CONFIG": "{}" for name in ("BLOB", "CDF", "CRDB", "CRDB_SQL")},
+    }
     shown = data.relative_to(ROOT) if data.is_relative_to(ROOT) else data
-    print(f"lakefeed demo: three DAGs through `airflow dags test`; data under {shown}, logs in {shown}/logs")
+    print(f"lakefeed demo: four DAGs through `airflow dags test`; data under {shown}, logs in {shown}/logs")
 
-    step = Step(1, 5, "generate the blob change feed, the CockroachDB sink and the Delta CDF source")
+    step = Step(1, 6, "generate the blob change feed, the CockroachDB sink and the Delta CDF source")
     truth = generate_feed(
         data / "feed",
         FeedSpec(hours=args.hours, events_per_hour=args.events_per_hour, shards=args.shards, records_per_chunk=2_000),
@@ -166,7 +207,7 @@ def main() -> int:
     )
 
     for number, dag_id in enumerate((BLOB, CDF, CRDB), start=2):
-        step = Step(number, 5, f"airflow dags test {dag_id}")
+        step = Step(number, 6, f"airflow dags test {dag_id}")
         log = logs / f"{dag_id}.log"
         code = run_logged(["airflow", "dags", "test", dag_id], log, env, step)
         report = last_summary(dag_id)
@@ -176,9 +217,32 @@ def main() -> int:
         step.done("success")
         print(f"      {describe(dag_id, report)}")
 
+    step = Step(5, 6, f"airflow dags test {CRDB_SQL} (an initial scan mid-history, then the changes since)")
+    server, port = start_cockroach(data, logs / "cockroach-stand-in.log")
+    try:
+        sql_env = {
+            **env,
+            "AIRFLOW_CONN_LAKEFEED_COCKROACH": f"postgres://root@127.0.0.1:{port}/defaultdb?sslmode=disable",
+        }
+        stamps = sorted({change.stamp for change in sink.history})
+        reports = []
+        for clock in (stamps[len(stamps) // 2], stamps[-1]):
+            set_clock(port, f"{clock.wall + 60 * 10**9}.0000000000")  # the run's range ends 30 s before
+            log = logs / f"{CRDB_SQL}-{len(reports) + 1}.log"
+            code = run_logged(["airflow", "dags", "test", CRDB_SQL], log, sql_env, step)
+            reports.append(last_summary(CRDB_SQL))
+            if code != 0 or not reports[-1]:
+                step.done("failed")
+                return failed(log)
+    finally:
+        server.terminate()
+    step.done("success")
+    for report in reports:
+        print(f"      {describe(CRDB_SQL, report)}")
+
     expected = expected_targets(truth, sink)
     (logs / "expected.json").write_text(json.dumps(expected))
-    step = Step(5, 5, "check every target against the generated ground truth")
+    step = Step(6, 6, "check every target against the generated ground truth")
     log = logs / "check.log"
     code = run_logged(
         [sys.executable, str(ROOT / "scripts" / "demo_spark.py"), "check", str(data), str(logs / "expected.json")],
@@ -193,7 +257,8 @@ def main() -> int:
 
     print(f"""
 Where to look
-  targets      {shown}/lake/blob_events, {shown}/lake/blob_state, {shown}/cdf/target, {shown}/lake/crdb/<topic>
+  targets      {shown}/lake/blob_events, {shown}/lake/blob_state, {shown}/cdf/target, {shown}/lake/crdb/<topic>,
+               {shown}/lake/crdb_sql/<table>
                (Delta with deletion vectors: read them with Spark or another reader that supports them)
   summaries    each run's summary is the XCom of its commit task, each job's the XCom of its spark-submit
                task; the asset events name the commits announced; full DAG logs in {shown}/logs

@@ -101,7 +101,9 @@ def from_mapping(cls: type[_Config], overrides: dict[str, Any] | None, where: st
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    required = [f.name for f in fields(cls) if f.default is MISSING and f.name not in overrides]
+    required = [
+        f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING and f.name not in overrides
+    ]
     if required:
         raise ConfigError(f"{where}: missing key(s) {', '.join(required)}")
     for key, value in overrides.items():

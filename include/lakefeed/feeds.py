@@ -52,6 +52,9 @@ class FeedSpec:
     lineage_outcome: Callable[[JobLineage, dict[str, Any]], JobOutcome]  # what a finished job applied
     delta_inputs: bool = False  # its jobs read Delta tables (their lineage inputs carry Delta's facets)
     stage_task: str | None = None  # a task before the jobs running FeedHooks.stage for each (None: none)
+    # Its DAG starts paused where Airflow first sees it: a feed that needs something set up first (a
+    # database connection) does not fail every hour until then.
+    paused_at_creation: bool = False
 
     def config(self, text: str | None) -> Any:
         """The configuration from its Variable's text (None: the defaults)."""

@@ -110,6 +110,7 @@ def feed_dag(spec: FeedSpec, doc_md: str | None = None) -> Any:
         start_date=START_DATE,
         catchup=False,
         max_active_runs=MAX_ACTIVE_RUNS,
+        is_paused_upon_creation=spec.paused_at_creation or None,  # None: Airflow's setting decides
         dagrun_timeout=DAGRUN_TIMEOUT,
         tags=["lakefeed", *spec.tags],
         default_args=DEFAULT_ARGS,

@@ -110,6 +110,8 @@ class Cluster:
     resolved_every: int = 50
     faults: Faults = field(default_factory=Faults)
     wait_timeout: float = 30.0  # how long a future end_time is waited for
+    # Test-only: ``SET CLUSTER SETTING lakefeed.test_clock = '<hlc>'`` moves the clock (the demo's server).
+    set_clock: Callable[[Hlc], None] | None = None
 
     def tables(self) -> set[str]:
         return {change.topic for change in self.history}
@@ -162,6 +164,10 @@ class CockroachEngine:
             return Result(self.describe(sql), iter([[str(self.cluster.now())]]))
         if lowered in ("select version()", "show crdb_version"):
             return Result(self.describe(sql), iter([[self.cluster.version_string()]]))
+        clock = re.match(r"(?i)^set cluster setting lakefeed\.test_clock\s*=\s*'([0-9.]+)'$", text)
+        if clock and self.cluster.set_clock is not None:
+            self.cluster.set_clock(Hlc.parse(clock[1]))
+            return Result(tag="SET CLUSTER SETTING")
         if lowered.startswith("set ") or lowered == "select 1":
             return (
                 Result(tag="SET") if lowered.startswith("set ") else Result([Column("?column?", TEXT)], iter([["1"]]))
@@ -370,24 +376,32 @@ def _hlc_option(options: dict[str, str | None], name: str) -> Hlc | None:
         raise SqlError(UNCATEGORIZED, f"could not parse {text!r} as a timestamp for {name}") from None
 
 
-def serve(cluster: Cluster, port: int = 0) -> WireServer:
-    """The server, started on 127.0.0.1 (``port`` 0: any free one; its ``port`` says which)."""
-    return WireServer(CockroachEngine(cluster), port).start()
+def serve(cluster: Cluster, port: int = 0, host: str = "127.0.0.1") -> WireServer:
+    """The server, started on ``host`` (``port`` 0: any free one; its ``port`` says which)."""
+    return WireServer(CockroachEngine(cluster), port, host).start()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve the sink generator's history (the demo): ``python -m lakefeed_testing.crdb_server --port 26257``."""
+    """Serve the sink generator's history (the demo, the stack): ``python -m lakefeed_testing.crdb_server --port 26257``
+    (the same seed and sizes as a sink generated with :class:`SinkSpec`'s, so its ground truth is that sink's)."""
     from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 
     parser = argparse.ArgumentParser(description="A CockroachDB stand-in serving core changefeeds over SQL.")
     parser.add_argument("--port", type=int, default=26257)
     parser.add_argument("--scratch", default="/tmp/lakefeed-crdb-server-sink")
     parser.add_argument("--password", default=None)
+    parser.add_argument("--steps", type=int, default=SinkSpec.steps)
+    parser.add_argument("--changes-per-step", type=int, default=SinkSpec.changes_per_step)
+    parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)
-    truth = generate_sink(args.scratch, SinkSpec())
+    truth = generate_sink(args.scratch, SinkSpec(steps=args.steps, changes_per_step=args.changes_per_step))
     newest = max(c.stamp for c in truth.history)
-    server = serve(Cluster(truth.history, lambda: Hlc(newest.wall + 60 * NANOS, 0), password=args.password), args.port)
-    print(f"serving {len(truth.history)} changes on 127.0.0.1:{server.port}", flush=True)
+    clock = [Hlc(newest.wall + 60 * NANOS, 0)]
+    cluster = Cluster(
+        truth.history, lambda: clock[0], password=args.password, set_clock=lambda t: clock.__setitem__(0, t)
+    )
+    server = serve(cluster, args.port, args.host)
+    print(f"serving {len(truth.history)} changes on {args.host}:{server.port}; clock {clock[0]}", flush=True)
     try:
         while True:
             time.sleep(3600)

@@ -47,6 +47,7 @@ class DemoLayout:
     cdf_target: str
     crdb_root: str
     expected: str
+    crdb_sql_root: str | None = None  # the SQL-pulled CockroachDB feed's tables (None: not in this layout)
 
     @classmethod
     def local(cls, data: Path) -> DemoLayout:
@@ -60,6 +61,7 @@ class DemoLayout:
             cdf_target=str(data / "cdf" / "target"),
             crdb_root=str(data / "lake" / "crdb"),
             expected=str(data / "logs" / "expected.json"),
+            crdb_sql_root=str(data / "lake" / "crdb_sql"),
         )
 
     @classmethod
@@ -142,22 +144,23 @@ def check_targets(spark: Any, layout: DemoLayout, expected: dict[str, Any], open
     state = {r["subject"]: r["eventId"] for r in read.load(opened(layout.state_table)).collect()}
     cdf_target = sorted(map(tuple, live_rows(spark, opened(layout.cdf_target)).collect()))
     cdf_source = sorted(map(tuple, read.load(opened(layout.cdf_source)).collect()))
-    crdb = {
-        topic: {
-            r["_crdb_key"]
-            for r in read.load(opened(f"{layout.crdb_root}/{topic}"))
-            .where("NOT _crdb_deleted")
-            .select("_crdb_key")
-            .collect()
-        }
-        == set(keys)
-        for topic, keys in expected["crdb"].items()
-    }
+
+    def live_keys(root: str, topic: str) -> set[str]:
+        table = read.load(opened(f"{root}/{topic}"))
+        return {r["_crdb_key"] for r in table.where("NOT _crdb_deleted").select("_crdb_key").collect()}
+
+    crdb = {topic: live_keys(layout.crdb_root, topic) == set(keys) for topic, keys in expected["crdb"].items()}
+    crdb_sql = (
+        {topic: live_keys(layout.crdb_sql_root, topic) == set(keys) for topic, keys in expected["crdb"].items()}
+        if layout.crdb_sql_root
+        else {}
+    )
     figures = {
         "blob events": events == set(expected["events"]),
         "blob state": state == expected["state"],
         "cdf target": cdf_target == cdf_source,
         **{f"crdb {topic}": same for topic, same in crdb.items()},
+        **{f"crdb-sql {topic}": same for topic, same in crdb_sql.items()},
     }
     return {"check": all(figures.values()), "figures": figures}
 

@@ -269,16 +269,16 @@ class _Connection:
 
 
 class WireServer(socketserver.ThreadingTCPServer):
-    """Serves ``engine`` on 127.0.0.1 (port 0: any free one), one thread per connection."""
+    """Serves ``engine`` on ``host`` (port 0: any free one), one thread per connection."""
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, engine: Engine, port: int = 0):
+    def __init__(self, engine: Engine, port: int = 0, host: str = "127.0.0.1"):
         self.engine = engine
         self.sessions: list[Session] = []
         self.connections: list[socket.socket] = []
-        super().__init__(("127.0.0.1", port), _Handler)
+        super().__init__((host, port), _Handler)
 
     @property
     def port(self) -> int:

@@ -183,3 +183,15 @@ def test_an_airflow_connection_uri_becomes_an_endpoint():
     )
     assert endpoint.options == {"sslmode": "verify-full", "sslrootcert": "/ca.crt"}
     assert endpoint.identity == "cockroach://db.example:26257/shop" and "p/w" not in repr(endpoint)
+
+
+def test_the_sinkless_create_form_streams_the_same_changes(cluster, truth, tmp_path):
+    all_stamps = stamps(truth)
+    after, through = all_stamps[5], all_stamps[-3]
+    pulled = pull(
+        cluster.endpoint, ["customers", "orders"], Staging(Store(str(tmp_path)), "cp", after, through), CREATE
+    )
+    assert pulled.statement_form == CREATE and cluster_statements(cluster)[-1].startswith("CREATE CHANGEFEED FOR")
+    expected = {(c.topic, c.key, str(c.stamp)) for c in truth.history if after < c.stamp <= through}
+    staged = staged_messages(tmp_path)
+    assert {(m["topic"], json.dumps(m["key"], separators=(",", ":")), m["updated"]) for m in staged} == expected

@@ -34,7 +34,7 @@ class CrdbSqlConfig(CrdbConfig):
     @classmethod
     def from_json(cls, text: str | None, where: str) -> CrdbSqlConfig:
         mapping = json_document(text, where) or {}
-        staging = mapping.get("staging_root", mapping.get("sink_root", STAGING_ROOT))
+        staging = mapping.get("staging_root", STAGING_ROOT)
         if "sink_root" in mapping and mapping["sink_root"] != staging:
             raise ConfigError(
                 f"{where}: this feed pulls its changes over SQL and stages them under staging_root; sink_root "

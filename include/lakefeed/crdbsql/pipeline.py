@@ -182,8 +182,8 @@ class CrdbSqlHooks(CrdbHooks):
         sql_plan: CrdbSqlPlan = plan
         config = sql_plan.config
         batch: ResolvedRange = sql_plan.batches[index]
-        store = storage.feed(config.staging_root, config.wasb_conn_id)
-        assert isinstance(store, Store)
+        store = storage.table(config.staging_root, config.wasb_conn_id)  # a Store that writes
+        assert isinstance(store, Store), f"{config.staging_root}: staging needs a writable store"
         staging = Staging(
             store,
             config.checkpoint_variable,

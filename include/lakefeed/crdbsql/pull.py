@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakefeed.crdb.hlc import Hlc
-from lakefeed.errors import DataLossError, FeedConfigError, FeedCorruptError
+from lakefeed.errors import ConfigError, DataLossError, FeedConfigError, FeedCorruptError
 from lakefeed.sql import SqlEndpoint
 from lakefeed.storage import Store
 
@@ -84,7 +84,7 @@ def check_table_name(name: str, where: str) -> str:
     """A table as a changefeed target: ``name``, ``schema.name`` or ``db.schema.name`` (quoted parts allowed),
     refused otherwise (it goes into the statement)."""
     if not _TABLE.match(name):
-        raise FeedConfigError(f"{where}: {name!r} is not a table name (name, schema.name or database.schema.name)")
+        raise ConfigError(f"{where}: {name!r} is not a table name (name, schema.name or database.schema.name)")
     return name
 
 

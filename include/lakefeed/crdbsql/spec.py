@@ -59,4 +59,5 @@ SPEC = FeedSpec(
     watched=monitoring.watched,
     lineage_outcome=summary.lineage_outcome,
     stage_task="pull_ranges",
+    paused_at_creation=True,  # until its sql_conn_id connection points at a cluster
 )
