@@ -47,20 +47,25 @@ def versions(spark, lake):
 def assert_matches_truth(spark, lake, truth):
     for topic, got in tables(spark, lake).items():
         assert {k for k, r in got.items() if r["_crdb_deleted"]} == truth.deleted(topic), topic
-        live = {k: r for k, r in got.items() if not r["_crdb_deleted"]}
-        assert set(live) == set(truth.live(topic)), topic
-        for key, want in truth.live(topic).items():
-            for column, value in want.items():
-                if isinstance(value, (dict, list)):
-                    value = json.dumps(value, separators=(",", ":"))
-                got_value = live[key][column]
-                assert got_value == value or (isinstance(value, float) and abs(got_value - value) < 1e-9), (
-                    topic,
-                    key,
-                    column,
-                    got_value,
-                    value,
-                )
+        assert_live_rows(topic, got, truth.live(topic))
+
+
+def assert_live_rows(topic: str, got: dict, want: dict) -> None:
+    """The table's live rows (``got``: key → row, tombstones included) are ``want``'s, value by value."""
+    live = {k: r for k, r in got.items() if not r["_crdb_deleted"]}
+    assert set(live) == set(want), (topic, sorted(set(live) ^ set(want))[:5])
+    for key, row in want.items():
+        for column, value in row.items():
+            if isinstance(value, (dict, list)):
+                value = json.dumps(value, separators=(",", ":"))
+            got_value = live[key][column]
+            assert got_value == value or (isinstance(value, float) and abs(got_value - value) < 1e-9), (
+                topic,
+                key,
+                column,
+                got_value,
+                value,
+            )
 
 
 def test_one_pass_equals_the_truth_and_a_replay_writes_nothing(spark, tmp_path):

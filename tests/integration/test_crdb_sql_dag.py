@@ -7,8 +7,6 @@ tables), and the reset that goes on (a new initial scan: rows deleted in the gap
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from lakefeed_testing.crdb_generator import SinkSpec, generate_sink
 from lakefeed_testing.crdb_server import Cluster, Faults, serve
@@ -26,7 +24,7 @@ from tests.airflow_env import (
     with_config,
     xcom,
 )
-from tests.integration.test_crdb_job import tables
+from tests.integration.test_crdb_job import assert_live_rows, tables
 
 pytestmark = pytest.mark.integration
 DAG = "cockroach_sql_changefeed_to_delta"
@@ -39,19 +37,7 @@ def assert_state(spark, lake, truth, stamp: Hlc) -> None:
     only for a key deleted by then (keys deleted before an initial scan are not in the tables at all)."""
     state = truth.as_of(stamp)
     for topic, got in tables(spark, lake).items():
-        live = {k: r for k, r in got.items() if not r["_crdb_deleted"]}
-        want = {k: row for k, row in state[topic].items() if row is not None}
-        assert set(live) == set(want), (topic, sorted(set(live) ^ set(want))[:5])
-        for key, row in want.items():
-            for column, value in row.items():
-                if isinstance(value, dict | list):
-                    value = json.dumps(value, separators=(",", ":"))
-                got_value = live[key][column]
-                assert got_value == value or (isinstance(value, float) and abs(got_value - value) < 1e-9), (
-                    topic,
-                    key,
-                    column,
-                )
+        assert_live_rows(topic, got, {k: row for k, row in state[topic].items() if row is not None})
         tombstones = {k for k, r in got.items() if r["_crdb_deleted"]}
         assert tombstones <= {k for k, row in state[topic].items() if row is None}, topic
 
