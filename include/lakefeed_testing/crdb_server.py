@@ -59,7 +59,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lakefeed.crdb.hlc import NANOS, Hlc
 from lakefeed_testing.crdb_generator import Change
@@ -108,7 +108,8 @@ class Cluster:
     password: str | None = None
     user: str = "root"
     resolved_every: int = 50
-    faults: Faults = field(default_factory=Faults)
+    faults: Faults = field(default_factory=Faults)  # the next changefeed's (then cleared)
+    every_feed: Faults = field(default_factory=Faults)  # repeats in every changefeed (duplicates, retries)
     wait_timeout: float = 30.0  # how long a future end_time is waited for
     # Test-only: ``SET CLUSTER SETTING lakefeed.test_clock = '<hlc>'`` moves the clock (the demo's server).
     set_clock: Callable[[Hlc], None] | None = None
@@ -232,6 +233,11 @@ class CockroachEngine:
         else:
             scan = scan_mode in ("yes", "only") or only or "initial_scan" in options
         faults, cluster.faults = cluster.faults, Faults()
+        faults = replace(
+            faults,
+            duplicate_every=faults.duplicate_every or cluster.every_feed.duplicate_every,
+            retry_after_rows=faults.retry_after_rows or cluster.every_feed.retry_after_rows,
+        )
         rows = self._rows(
             set(targets),
             statement_time,

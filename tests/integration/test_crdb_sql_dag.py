@@ -1,7 +1,7 @@
 """Sequences of `airflow dags test cockroach_sql_changefeed_to_delta` runs against the wire-protocol test
 server (lakefeed_testing.crdb_server) serving the sink generator's history, with the cluster's clock moved
 by the test: each run's targets are checked against the history as of the checkpoint. A first run (an
-initial scan), an hourly run whose pull is killed mid-stream and retried, one whose stream repeats itself,
+initial scan), an hourly run whose pull is killed mid-stream and retried while its stream repeats itself,
 a backfill of an applied range (nothing changes), a cursor past the GC threshold (refused, naming the
 tables), and the reset that goes on (a new initial scan: rows deleted in the gap become tombstones)."""
 
@@ -73,40 +73,37 @@ def test_scan_hourly_kill_repeats_backfill_gc_and_reset(spark, tmp_path):
         assert scanned["sink"] == f"cockroach://127.0.0.1:{server.port}/defaultdb?tables=customers,orders"
         assert_state(spark, lake, truth, clock[0])
 
-        # 2. An hour later; the connection drops mid-stream: the pull is retried and the run completes.
-        clock[0] = Hlc(stamps[len(stamps) // 2].wall + 1, 0)
+        # 2. An hour later: the connection drops mid-stream and the pull is retried; the retried stream
+        # repeats itself (an in-process retry of the changefeed, duplicated messages).
+        clock[0] = Hlc(stamps[2 * len(stamps) // 3].wall + 1, 0)
         cluster.faults = Faults(drop_after_rows=40)
+        cluster.every_feed = Faults(retry_after_rows=30, duplicate_every=7)
         dags_test(env, DAG)
+        cluster.every_feed = Faults()
         run = last_run_id(env, DAG)
         assert task_tries(env, DAG, run)["pull_ranges[0]"] == ("success", 2)
         hourly = variable(env, CHECKPOINT)
         assert hourly["resolved"] == str(prev_of(clock[0]))
-        assert_state(spark, lake, truth, clock[0])
-
-        # 3. Repeats inside the stream (an in-process retry of the changefeed, duplicated messages).
-        clock[0] = Hlc(stamps[3 * len(stamps) // 4].wall + 1, 0)
-        cluster.faults = Faults(retry_after_rows=30, duplicate_every=7)
-        dags_test(env, DAG)
-        report = xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoint")
-        assert report["duplicatesDropped"] > 0 and report["resolvedBefore"] == hourly["resolved"]
+        report = xcom(env, DAG, run, "commit_checkpoint")
+        assert report["duplicatesDropped"] > 0 and report["resolvedBefore"] == scanned["resolved"]
         assert_state(spark, lake, truth, clock[0])
         before_backfill = variable(env, CHECKPOINT)
 
-        # 4. A backfill of a range applied before: pulled again, nothing changes, the checkpoint stays.
+        # 3. A backfill of a range applied before: pulled again, nothing changes, the checkpoint stays.
         dags_test(env, DAG, {"after_resolved": scanned["resolved"], "through_resolved": hourly["resolved"]})
         report = xcom(env, DAG, last_run_id(env, DAG), "commit_checkpoint")
         assert report["kind"] == "backfill" and (report["inserted"], report["updated"], report["deleted"]) == (0, 0, 0)
         assert progress(variable(env, CHECKPOINT)) == progress(before_backfill)
         assert_state(spark, lake, truth, clock[0])
 
-        # 5. The cluster garbage-collected the history after the checkpoint: refused, naming the tables.
+        # 4. The cluster garbage-collected the history after the checkpoint: refused, naming the tables.
         clock[0] = Hlc(stamps[-1].wall + 5 * NANOS, 0)
         cluster.gc_threshold = Hlc(stamps[-10].wall, 0)
         result = dags_test(env, DAG, succeed=False)
         assert "customers, orders" in result.stdout + result.stderr and "GC threshold" in result.stdout + result.stderr
         assert progress(variable(env, CHECKPOINT)) == progress(before_backfill)  # its announcements may catch up
 
-        # 6. Going on takes the reset: a new initial scan, and what was deleted in the gap is a tombstone.
+        # 5. Going on takes the reset: a new initial scan, and what was deleted in the gap is a tombstone.
         dags_test(env, DAG, {"reset_checkpoint": True})
         assert variable(env, CHECKPOINT)["resolved"] == str(clock[0])
         assert_state(spark, lake, truth, clock[0])
