@@ -226,7 +226,8 @@ class DeltaLog:
         table = self.snapshot()
         if table is None:
             return []
-        infos = [info for info in table.history(limit=latest - after) if int(info.get("version", -1)) > after]
+        newest = table.version()  # a commit may have landed since the listing
+        infos = [info for info in table.history(limit=max(0, newest - after)) if int(info.get("version", -1)) > after]
         return sorted(infos, key=lambda info: int(info["version"]))
 
     def state(self, restores_after: int | None = None) -> TableState | None:

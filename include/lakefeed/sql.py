@@ -31,7 +31,7 @@ class SqlEndpoint:
     user: str = "root"
     database: str = "defaultdb"
     password: str | None = field(default=None, repr=False)
-    options: dict[str, str] = field(default_factory=dict)  # sslmode and the like
+    options: dict[str, str] = field(default_factory=dict, repr=False)  # sslmode and the like (sslpassword too)
     connection_id: str | None = None  # the Airflow connection it came from, to name in messages
 
     @property

@@ -31,7 +31,8 @@ sources are checked against one ground truth. Each behaviour names its source in
 - errors, with CockroachDB's texts: a cursor older than the GC threshold (``could not create changefeed:
   cursor … is older than the GC threshold …``, hint ``use a more recent cursor``; ``rowFnLogErrors``), a
   cursor in the future (``AS OF SYSTEM TIME: cannot specify timestamp in the future``), an end time before
-  the statement time and ``initial_scan_only`` with ``end_time`` (``validateDetailsAndOptions``), an
+  the statement time (``validateDetailsAndOptions``), ``initial_scan_only`` with ``end_time``,
+  ``resolved``, ``updated``, ``diff`` or ``mvcc_timestamp`` (``InitialScanOnlyUnsupportedOptions``), an
   unknown option (``sql/exprutil/kv_string_opt.go``: ``invalid option "…"``), ``format=avro`` without a
   registry (``encoder_avro.go``), rangefeeds disabled (``validateSettings``), an unknown table
   (``relation "…" does not exist``, 42P01), a wrong password (28P01). Errors without a pgcode in
@@ -202,8 +203,10 @@ class CockroachEngine:
         end = _hlc_option(options, "end_time")
         scan_mode = (options.get("initial_scan") or "").lower()
         only = "initial_scan_only" in options or scan_mode == "only"
-        if only and end is not None:
-            raise SqlError(UNCATEGORIZED, "cannot specify both initial_scan_only and end_time")
+        if only:  # changefeedbase/options.go InitialScanOnlyUnsupportedOptions
+            for name in ("end_time", "resolved", "diff", "mvcc_timestamp", "updated"):
+                if name in options:
+                    raise SqlError(UNCATEGORIZED, f"cannot specify both initial_scan_only and {name}")
         if cursor is not None and cursor > now:
             raise SqlError(
                 UNCATEGORIZED, f"AS OF SYSTEM TIME: cannot specify timestamp in the future ({cursor} > {now})"
@@ -214,10 +217,11 @@ class CockroachEngine:
                 UNCATEGORIZED, f"specified end time {end} cannot be less than statement time {statement_time}"
             )
         if cursor is not None and cursor < cluster.gc_threshold:
-            raise SqlError(
+            gc = cluster.gc_threshold
+            raise SqlError(  # rowFnLogErrors wraps the KV error (BatchTimestampBeforeGCError)
                 UNCATEGORIZED,
-                f"could not create changefeed: cursor {cursor} is older than the GC threshold "
-                f"{cluster.gc_threshold.wall}",
+                f"could not create changefeed: cursor {cursor} is older than the GC threshold {gc.wall}: batch "
+                f"timestamp {_kv_text(cursor)} must be after replica GC threshold {_kv_text(gc)} (r64: /Table/104/1)",
                 hint="use a more recent cursor",
             )
         if cluster.faults.rangefeeds_disabled and not only:
@@ -347,8 +351,16 @@ def _interleaved(messages: list[tuple[Change, Hlc]]) -> list[tuple[Change, Hlc]]
     return sorted(messages, key=lambda m: zlib.crc32(f"{m[0].topic}/{m[0].key}".encode()))
 
 
+def _kv_text(stamp: Hlc) -> str:
+    """``hlc.Timestamp.String``: ``<seconds>.<nanoseconds, 9 digits>,<logical>``."""
+    seconds, nanos = divmod(stamp.wall, NANOS)
+    return f"{seconds}.{nanos:09d},{stamp.logical}"
+
+
 def _table_name(target: str) -> str:
-    return target.strip().split(".")[-1].strip('"')
+    """The table a target names: its last part, folded to lower case unless quoted (as SQL names are)."""
+    last = target.strip().split(".")[-1]
+    return last[1:-1] if last.startswith('"') else last.lower()
 
 
 def _options(text: str) -> dict[str, str | None]:

@@ -45,6 +45,8 @@ def test_the_defaults_read_and_the_staging_root_is_the_folder_the_job_reads():
         ({"statement_form": "newest"}, "statement_form must be one of"),
         ({"parquet_keys": {"orders": ["id"]}}, "parquet_keys is for parquet sink files"),
         ({"max_span_hours": 0}, "max_span_hours > 0"),
+        ({"tables": ["shop.public.orders", "audit.public.Orders"]}, "name one table twice"),
+        ({"min_checkpoint_frequency": "5 seconds"}, "is not a duration"),
     ],
 )
 def test_a_configuration_no_run_can_serve_is_refused_by_name(overrides, refused):
@@ -66,7 +68,7 @@ def found(resolved: str | None, horizon: Hlc, **overrides) -> skeleton.Found:
 def test_a_first_run_scans_at_the_horizon_and_later_runs_go_from_the_checkpoint_to_it():
     horizon = Hlc(100 * HOUR, 0)
     first = HOOKS.pending(found(None, horizon))
-    assert (first.kind, first.after, first.stamps) == (SCHEDULED, None, [horizon])
+    assert (first.kind, first.after, first.stamps) == (SCHEDULED, None, [Hlc(100 * HOUR - 1, 2147483647)])
     cursor = Hlc(99 * HOUR, 5)
     later = HOOKS.pending(found(str(cursor), horizon))
     assert later.after == cursor and later.stamps == [Hlc(100 * HOUR - 1, 2147483647)]  # the range ends before it
@@ -97,12 +99,12 @@ def test_an_initial_scan_job_reads_its_own_files_as_a_snapshot_and_is_credited_f
         resolved_before=None,
         newest_resolved=str(scan),
         target_root="/lake",
-        config=config(tables=["customers", "shop.public.orders"], target_root="/lake"),
+        config=config(tables=["Customers", 'shop.public."Orders.Archive"'], target_root="/lake"),
     )
     (args,) = HOOKS.arguments(plan)
     floor = str(Hlc(100 * HOUR - 1, 2147483647))
     assert args[args.index("--after-resolved") + 1] == floor
-    assert args[args.index("--snapshot-topics") + 1] == "customers,orders"
+    assert args[args.index("--snapshot-topics") + 1] == "customers,Orders.Archive"  # as SQL folds names
     summary = CrdbSummary(after_resolved=floor, through_resolved=str(scan), target_root="/lake")
     assert HOOKS.belongs(plan, summary, plan.batches[0])
     other = CrdbSummary(after_resolved=None, through_resolved=str(scan), target_root="/lake")

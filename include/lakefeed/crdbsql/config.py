@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from lakefeed.config import DATA_DIR, check_retention, check_spark_settings, from_mapping, json_document
 from lakefeed.crdb.config import CrdbConfig
-from lakefeed.crdbsql.pull import STATEMENT_FORMS, check_table_name
+from lakefeed.crdbsql.pull import STATEMENT_FORMS, check_duration, check_table_name, topic_of
 from lakefeed.errors import ConfigError
 
 STAGING_ROOT = str(DATA_DIR / "crdb_sql_staging")
@@ -46,6 +46,14 @@ class CrdbSqlConfig(CrdbConfig):
             raise ConfigError(f"{where}: tables must list the tables the changefeed watches")
         for table in config.tables:
             check_table_name(table, where)
+        named = [topic_of(table) for table in config.tables]
+        if len(set(named)) < len(named):
+            raise ConfigError(
+                f"{where}: tables {', '.join(config.tables)} name one table twice (a changefeed's rows carry the "
+                f"table's own name, so two schemas' tables of one name cannot share a target root)"
+            )
+        if config.min_checkpoint_frequency is not None:
+            check_duration(config.min_checkpoint_frequency, f"{where}: min_checkpoint_frequency")
         if config.statement_form not in STATEMENT_FORMS:
             raise ConfigError(f"{where}: statement_form must be one of {', '.join(STATEMENT_FORMS)}")
         if config.safety_lag_seconds < 0 or config.max_span_hours <= 0:

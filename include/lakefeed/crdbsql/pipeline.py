@@ -6,9 +6,10 @@ reported what, the checkpoint's advance, announcements, the report) is the Cockr
 
 Positions are ``updated`` timestamps (:class:`~lakefeed.crdb.hlc.Hlc`); a range ``(after, through]``.
 
-- scheduled: from the checkpoint to the cluster's clock less ``safety_lag_seconds``, at most
-  ``max_span_hours`` past the checkpoint; with no checkpoint, an initial scan at that time (the first
-  range has no ``after``), then hourly increments from it;
+- scheduled: from the checkpoint to just before the cluster's clock less ``safety_lag_seconds`` (the
+  range's ``end_time``, the timestamp after its end, is then never in the future), at most
+  ``max_span_hours`` past the checkpoint; with no checkpoint, an initial scan there (the first range
+  has no ``after``), then hourly increments from it;
 - a backfill: ``after_resolved``..``through_resolved`` from the params (after empty: an initial scan at
   through), or, for one of Airflow's Backfill runs, the changes committed in its data interval
   (``(start.Prev(), end.Prev()]``); refused as not ready while the cluster's clock has not passed its end;
@@ -36,7 +37,7 @@ from lakefeed.crdb.run_plan import CrdbPlan, ResolvedRange
 from lakefeed.crdb.summary import CrdbSummary
 from lakefeed.crdbsql import DAG_ID
 from lakefeed.crdbsql.config import CrdbSqlConfig
-from lakefeed.crdbsql.pull import Pulled, Staging, cluster_time, prev_of, pull
+from lakefeed.crdbsql.pull import Pulled, Staging, cluster_time, prev_of, pull, topic_of
 from lakefeed.errors import WindowNotReadyError
 from lakefeed.progress import BACKFILL, RESET, SCHEDULED
 from lakefeed.sql import SqlEndpoint
@@ -114,8 +115,8 @@ class CrdbSqlHooks(CrdbHooks):
     def pending(self, found: skeleton.Found[Any, Any, CrdbCheckpoint, Any]) -> Resolved:
         source: ClusterSource = found.source
         config: CrdbSqlConfig = found.pipeline
-        if found.checkpoint.resolved is None:  # the first run: an initial scan
-            return Resolved(SCHEDULED, None, [source.horizon])
+        if found.checkpoint.resolved is None:  # the first run: an initial scan, ending before the horizon
+            return Resolved(SCHEDULED, None, [prev_of(source.horizon)])
         cursor = Hlc.parse(found.checkpoint.resolved)
         through = min(prev_of(source.horizon), Hlc(cursor.wall + int(config.max_span_hours * 3600 * NANOS), 0))
         return Resolved(SCHEDULED, cursor, [through] if through > cursor else [])
@@ -124,7 +125,7 @@ class CrdbSqlHooks(CrdbHooks):
         found: ClusterSource = source
         after, through = request.asked
         assert through is not None  # the params name a range: that made it a backfill
-        if through > found.horizon:
+        if through >= found.horizon:  # its end_time, the next timestamp, must not be past the horizon
             raise WindowNotReadyError(
                 f"through_resolved {through} ({format_time(through.datetime())}) is past the cluster's clock less "
                 f"the safety lag ({found.horizon}, {format_time(found.horizon.datetime())})"
@@ -144,7 +145,7 @@ class CrdbSqlHooks(CrdbHooks):
 
     def from_origin(self, pipeline: Any, source: Any, request: skeleton.Request[Any]) -> Resolved:
         found: ClusterSource = source
-        return Resolved(RESET, None, [found.horizon])
+        return Resolved(RESET, None, [prev_of(found.horizon)])
 
     def planned(self, planning: Any) -> CrdbSqlPlan:
         (part,), kind, config = planning.parts, planning.kind, planning.config
@@ -208,7 +209,7 @@ def scan_floor(batch: ResolvedRange) -> Hlc:
 
 def topics(config: CrdbSqlConfig) -> list[str]:
     """The topic (the ``table`` column, a table's own name) of each configured table."""
-    return [table.rsplit(".", 1)[-1].strip('"') for table in config.tables]
+    return [topic_of(table) for table in config.tables]
 
 
 HOOKS = CrdbSqlHooks()

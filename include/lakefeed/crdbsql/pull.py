@@ -11,7 +11,9 @@ connection (:meth:`lakefeed.sql.SqlEndpoint.connect`)::
 ``kvfeed/kv_feed.go`` ``checkCopyBoundary``) and then completes, its last resolved row at
 ``end_time.Prev()`` = ``through``: so consecutive ranges ``(a, b]``, ``(b, c]`` meet without a gap or an
 overlap, and the checkpoint is the last ``through``. The first range has no ``after``: an initial scan at
-``through`` (``cursor = '<through>', initial_scan_only``), every row with ``updated`` = ``through``. The
+``through`` (``cursor = '<through>', initial_scan, end_time = '<through.next()>'``: ``initial_scan_only``
+refuses ``updated`` and ``resolved``, CockroachDB's ``InitialScanOnlyUnsupportedOptions``), every row with
+``updated`` = ``through``, then the last resolved row at ``through``. The
 older statement form ``EXPERIMENTAL CHANGEFEED FOR`` is the same feed (one AST in CockroachDB); which one
 is sent depends on the server's version or the configuration (:func:`statement_form`).
 
@@ -60,9 +62,10 @@ MAX_LOGICAL = 2147483647  # hlc.Timestamp.Prev of a timestamp with logical 0 tak
 FILE_SIZE = 16 << 20  # the sink's default file_size
 _VERSION = re.compile(r"v(\d+)\.(\d+)")
 _GC = (
-    re.compile(r"cursor (?P<cursor>\S+) is older than the GC threshold (?P<threshold>\S+)"),
-    re.compile(r"batch timestamp (?P<cursor>\S+) must be after replica GC threshold (?P<threshold>\S+)"),
+    re.compile(r"cursor (?P<cursor>[0-9.,]+) is older than the GC threshold (?P<threshold>[0-9.,]+)"),
+    re.compile(r"batch timestamp (?P<cursor>[0-9.,]+) must be after replica GC threshold (?P<threshold>[0-9.,]+)"),
 )
+_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 _TABLE = re.compile(r'^(?:[A-Za-z_][A-Za-z0-9_$]*|"[^"]+")(?:\.(?:[A-Za-z_][A-Za-z0-9_$]*|"[^"]+")){0,2}$')
 
 
@@ -88,6 +91,21 @@ def check_table_name(name: str, where: str) -> str:
     return name
 
 
+def topic_of(table: str) -> str:
+    """The topic a configured table's rows carry (the ``table`` column): its own name, folded to lower case
+    unless quoted, as SQL folds names."""
+    last: str = re.findall(r'"[^"]+"|[^.]+', table)[-1]
+    return last[1:-1] if last.startswith('"') else last.lower()
+
+
+def check_duration(text: str, where: str) -> str:
+    """A duration as CockroachDB's options take it (``5s``, ``500ms``, ``1m30s``), refused otherwise (it goes
+    into the statement)."""
+    if not _DURATION.match(text):
+        raise ConfigError(f"{where}: {text!r} is not a duration (for example 5s, 500ms or 1m30s)")
+    return text
+
+
 def statement_form(configured: str, crdb_version: str) -> str:
     """``experimental`` or ``create``: as configured, or (``auto``) by the server's version string."""
     if configured != AUTO:
@@ -108,12 +126,14 @@ def changefeed_statement(
     """The bounded changefeed of ``(after, through]`` (``after`` None: the initial scan at ``through``)."""
     head = "EXPERIMENTAL CHANGEFEED FOR" if form == EXPERIMENTAL else "CREATE CHANGEFEED FOR"
     options = ["updated", "resolved", "format = 'json'", "envelope = 'wrapped'"]
-    if after is None:
-        options += [f"cursor = '{through}'", "initial_scan_only"]
+    if after is None:  # initial_scan_only refuses updated and resolved (InitialScanOnlyUnsupportedOptions)
+        options += [f"cursor = '{through}'", "initial_scan", f"end_time = '{next_of(through)}'"]
     else:
         options += [f"cursor = '{after}'", f"end_time = '{next_of(through)}'"]
         if min_checkpoint_frequency:
-            options.append(f"min_checkpoint_frequency = '{min_checkpoint_frequency}'")
+            options.append(
+                f"min_checkpoint_frequency = '{check_duration(min_checkpoint_frequency, 'min_checkpoint_frequency')}'"
+            )
     return f"{head} {', '.join(tables)} WITH {', '.join(options)}"
 
 
@@ -171,22 +191,20 @@ class Staging:
 
     @property
     def lower_bound(self) -> Hlc:
-        """The RESOLVED timestamp the range's files follow: ``after``, or for an initial scan the instant
-        before it (its own RESOLVED file, so the job reads the scan's files and nothing staged before)."""
+        """The RESOLVED timestamp the range's files follow, written with the range (a backfill may start
+        anywhere): ``after``, or for an initial scan the instant before it (so the job reads the scan's
+        files and nothing staged before)."""
         return self.after if self.after is not None else prev_of(self.through)
 
     def clear(self) -> list[str]:
-        """Remove what an earlier try of this range left (its data files and its RESOLVED file)."""
+        """Remove the data files an earlier try of this range left (named by its session)."""
         removed = []
         folder = _folder(self.name_stamp)
         for entry in self.store.list(folder):
             if not entry.is_dir and f"-{self.session}-" in entry.name:
                 self.store.remove(f"{folder}/{entry.name}")
                 removed.append(f"{folder}/{entry.name}")
-        for key in [self.resolved_key] + ([_resolved_key(self.lower_bound)] if self.after is None else []):
-            if self.store.exists(key):
-                self.store.remove(key)
-                removed.append(key)
+        # RESOLVED files stay: their content is fixed by their name, and other ranges end or start at them.
         return removed
 
     def add(self, topic: str, key: bytes, value: bytes) -> None:
@@ -220,7 +238,7 @@ class Staging:
         """Write what is buffered, then the RESOLVED file that makes the range whole."""
         for topic in sorted(self._buffers):
             self._flush(topic)
-        for stamp in ([self.lower_bound] if self.after is None else []) + [self.through]:
+        for stamp in (self.lower_bound, self.through):  # the job reads the data files between the two
             resolved = json.dumps({"resolved": str(stamp)}, separators=(",", ":")).encode()
             self.store.write_bytes(_resolved_key(stamp), resolved)
             self.written.append(_resolved_key(stamp))
@@ -283,12 +301,18 @@ def pull(
         resolved_rows = 0
         try:
             with connection.cursor() as cursor:
-                for table, key, value in cursor.stream(statement):
-                    if table is None:
-                        newest_resolved = _resolved(value, endpoint)
-                        resolved_rows += 1
-                        continue
-                    staging.add(str(table), bytes(key), bytes(value))
+                try:
+                    for table, key, value in cursor.stream(statement):
+                        if table is None:
+                            newest_resolved = _resolved(value, endpoint)
+                            resolved_rows += 1
+                            continue
+                        staging.add(str(table), bytes(key), bytes(value))
+                except Exception as exc:
+                    if not isinstance(exc, psycopg.Error):
+                        # Closed first: psycopg would otherwise read the rest of the stream before it let go.
+                        connection.close()
+                    raise
         except psycopg.OperationalError as exc:
             raise PullIncompleteError(
                 f"{endpoint.where}: the connection failed while the changefeed of ({staging.after}, "
@@ -339,15 +363,40 @@ def _refusal(error: Any, endpoint: SqlEndpoint, tables: list[str], staging: Stag
     for pattern in _GC:
         found = pattern.search(message)
         if found:
-            threshold = found["threshold"]
-            stamp = Hlc.parse(threshold if "." in threshold else f"{threshold}.0000000000")
+            threshold = _threshold(found["threshold"])
+            gap = f"{threshold} ({threshold.datetime()})" if threshold else found["threshold"]
             return DataLossError(
                 f"{endpoint.where}: the changes of {', '.join(tables)} after {staging.after} "
                 f"({staging.after.datetime() if staging.after else '-'}) are gone from the cluster: its GC threshold "
-                f"is {stamp} ({stamp.datetime()}), so the changefeed cannot start at the checkpoint's cursor "
-                f"(CockroachDB: {message}). Going on skips those changes: trigger the DAG with "
-                f"reset_checkpoint=true for a new initial scan, which is recorded in the checkpoint; or raise the "
-                f"tables' gc.ttlseconds so this does not recur."
+                f"is {gap}, so the changefeed cannot start at the checkpoint's cursor (CockroachDB: {message}). "
+                f"Going on skips those changes: trigger the DAG with reset_checkpoint=true for a new initial scan, "
+                f"which is recorded in the checkpoint; or raise the tables' gc.ttlseconds so this does not recur."
             )
     code = getattr(error, "sqlstate", None) or "?"
-    return FeedConfigError(f"{endpoint.where} refused the changefeed ({code}: {message})")
+    if code.startswith(_REFUSED_CLASSES):
+        return FeedConfigError(f"{endpoint.where} refused the changefeed ({code}: {message})")
+    return PullIncompleteError(  # internal, unavailable, retryable: another try may get through
+        f"{endpoint.where}: the changefeed of ({staging.after}, {staging.through}] failed ({code}: {message}); "
+        f"nothing of this range is staged as whole, and a retry pulls it again"
+    )
+
+
+# SQLSTATE classes no retry changes: syntax or access (42), not supported (0A), authorization (28), data (22),
+# unknown catalog or schema (3D, 3F).
+_REFUSED_CLASSES = ("42", "0A", "28", "22", "3D", "3F")
+
+
+def _threshold(text: str) -> Hlc | None:
+    """A GC threshold as CockroachDB's messages write it: ``<wall ns>``, ``<wall ns>.<logical>`` or
+    ``<seconds>.<nanoseconds>,<logical>`` (``hlc.Timestamp.String``); None when it is none of them."""
+    text = text.rstrip(".,")
+    try:
+        if "," in text:
+            seconds, rest = text.split(".", 1)
+            nanos, logical = rest.split(",", 1)
+            return Hlc(int(seconds) * 1_000_000_000 + int(nanos.ljust(9, "0")[:9]), int(logical))
+        if "." in text:
+            return Hlc.parse(text)
+        return Hlc(int(text), 0)
+    except ValueError:
+        return None
