@@ -228,3 +228,11 @@ def test_a_first_load_is_one_commit_and_later_batches_merge(spark, tmp_path):
     second = apply(spark, tmp_path / "sink", tmp_path / "lake", middle, truth.resolved[-1])
     assert second.updated > 0 and max(versions(spark, tmp_path / "lake").values()) >= 1
     assert_matches_truth(spark, tmp_path / "lake", truth)
+
+
+def test_a_snapshot_holding_a_topic_it_does_not_name_is_refused_before_any_write(spark, tmp_path):
+    # The snapshot's tombstones are made per named topic: rows of another would be applied without them.
+    truth = generate_sink(tmp_path / "sink", SinkSpec(steps=3, changes_per_step=10, seed=5, restart_at_flush=None))
+    with pytest.raises(FeedCorruptError, match="holds rows of orders, which --snapshot-topics"):
+        apply(spark, tmp_path / "sink", tmp_path / "lake", None, truth.resolved[-1], snapshot_topics=["customers"])
+    assert not (tmp_path / "lake").exists() or not any((tmp_path / "lake").iterdir())

@@ -166,6 +166,13 @@ def run(
             summary.newest_updated = str(Hlc(newest["wall"], newest["logical"]))
         kinds = kinds_by_column(shapes.value)
         per_topic = {row["topic"]: row for row in counts}
+        unnamed = sorted(set(per_topic) - set(snapshot_topics)) if snapshot_topics is not None else []
+        if unnamed:  # a scan of a table the snapshot does not name: its deletes would go unseen
+            raise FeedCorruptError(
+                f"the initial scan through {sink_range.through.timestamp} holds rows of {', '.join(unnamed)}, "
+                f"which --snapshot-topics ({', '.join(snapshot_topics or [])}) does not name: the configured "
+                f"tables and the changefeed's table names differ"
+            )
         for topic in per_topic:
             _check_tombstone_horizon(f"{target_root.rstrip('/')}/{topic}", sink_range)
         summary.seconds["read"] = round(time.perf_counter() - clock, 3)
