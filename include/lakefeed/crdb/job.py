@@ -15,6 +15,7 @@ there that the ledger ``<target-root>/_lakefeed_applied_files`` does not hold.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from datetime import UTC, datetime, timedelta
@@ -28,22 +29,25 @@ from pyspark.sql import functions as F
 from lakefeed.crdb import APPLIED_FILES_TABLE, topic_tables
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.messages import (
+    CHANGE_SCHEMA,
+    CHANGES_OF_KEY,
     FILE_INPUT_SCHEMA,
-    MESSAGE_SCHEMA,
+    LATEST_SCHEMA,
+    MESSAGES_OF_KEY,
+    TASK_BYTES,
     LinesQuarantined,
     Quarantined,
     Shape,
     ShapesSeen,
-    decode_arrow_partition,
+    latest_in_task,
+    latest_rows,
 )
 from lakefeed.crdb.sink import SinkFile, SinkRange, list_sink, listing_floor, plan_range, resolved_value
 from lakefeed.crdb.summary import CrdbSummary, TopicSummary
 from lakefeed.crdb.transforms import (
-    CHANGES_OF_KEY,
     DELETED_COLUMN,
     HLC_DECIMAL,
     KEY_COLUMN,
-    MESSAGES_OF_KEY,
     TARGET_COLUMNS,
     UPDATED_COLUMN,
     cast_failures,
@@ -140,9 +144,7 @@ def run(
     # latest rows, the column kinds from the shapes the decode tasks saw.
     shapes = spark.sparkContext.accumulator(set(), ShapesSeen())
     quarantine = spark.sparkContext.accumulator({}, LinesQuarantined()) if quarantine_table else None
-    latest = latest_per_key(
-        _read_messages(spark, sink_root, sink_range, parquet_keys or {}, shapes, quarantine)
-    ).persist()
+    latest = _read_latest(spark, sink_root, sink_range, parquet_keys or {}, shapes, quarantine).persist()
     try:
         try:
             counts = (
@@ -236,7 +238,7 @@ def run(
     return summary
 
 
-def _read_messages(
+def _read_latest(
     spark: SparkSession,
     sink_root: str,
     sink_range: SinkRange,
@@ -244,27 +246,59 @@ def _read_messages(
     shapes: Accumulator[set[Shape]],
     quarantine: Accumulator[Quarantined] | None = None,
 ) -> DataFrame:
-    """Every message of the range's files: one Spark task per file, parsed and checked in the workers,
-    which add the shapes of the rows they made to ``shapes`` (and unreadable lines to ``quarantine``)."""
+    """The latest change per key of the range's files, with its columns and the key's counts.
+
+    Each read task takes a group of files (:func:`read_tasks`), parses every line's envelope in the workers
+    and keeps the greatest message per key it saw (:class:`~lakefeed.crdb.messages.LatestPerKey`), so only
+    those cross the shuffle; :func:`latest_per_key` picks among the tasks' picks, and only the picks kept
+    have their columns read (:func:`~lakefeed.crdb.messages.latest_rows`, which adds the shapes of the rows
+    to ``shapes``). Unreadable lines are added to ``quarantine`` when given."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    rows = [
-        (
-            sink_root,
-            f.key,
-            f.topic,
-            f.schema_id,
-            f.format,
-            f.compression,
-            ",".join(parquet_keys.get(f.topic, []) if f.topic is not None else []),
-        )
-        for f in sorted(sink_range.files, key=lambda f: -f.size)
-    ]  # largest first: the stage ends evenly
+    groups = [
+        [
+            (
+                sink_root,
+                f.key,
+                f.topic,
+                f.schema_id,
+                f.format,
+                f.compression,
+                ",".join(parquet_keys.get(f.topic, []) if f.topic is not None else []),
+            )
+            for f in group
+        ]
+        for group in read_tasks(sink_range.files, spark.sparkContext.defaultParallelism)
+    ]
     inputs = spark.createDataFrame(
-        spark.sparkContext.parallelize(rows, max(1, len(rows))), from_arrow_schema(FILE_INPUT_SCHEMA)
+        spark.sparkContext.parallelize(groups, max(1, len(groups))).flatMap(lambda group: group),
+        from_arrow_schema(FILE_INPUT_SCHEMA),
     )
-    decode = partial(decode_arrow_partition, shapes=shapes, quarantine=quarantine)
-    return inputs.mapInArrow(decode, from_arrow_schema(MESSAGE_SCHEMA))
+    picks = inputs.mapInArrow(partial(latest_in_task, quarantine=quarantine), from_arrow_schema(CHANGE_SCHEMA))
+    return latest_per_key(picks).mapInArrow(
+        partial(latest_rows, root=sink_root, shapes=shapes), from_arrow_schema(LATEST_SCHEMA)
+    )
+
+
+def read_tasks(files: list[SinkFile], slots: int, task_bytes: int = TASK_BYTES) -> list[list[SinkFile]]:
+    """The range's files in groups, one read task each: as many groups as task slots (or more, so no group
+    reads more than ``task_bytes``; never more than the files), of even bytes (the largest file first into
+    the lightest group). Fewer, larger groups see more of a key's messages, so fewer picks cross the shuffle.
+
+    >>> files = [SinkFile(f"{n}", "DATA", Hlc(1), size, "t") for n, size in enumerate([5, 4, 3, 3, 1])]
+    >>> [[f.size for f in group] for group in read_tasks(files, 2)]
+    [[5, 3], [4, 3, 1]]
+    >>> [len(group) for group in read_tasks(files, 2, task_bytes=4)], read_tasks([], 2)
+    ([1, 1, 2, 1], [])
+    """
+    total = sum(f.size for f in files)
+    count = min(len(files), max(1, slots, -(-total // task_bytes)))
+    groups: list[tuple[int, int, list[SinkFile]]] = [(0, n, []) for n in range(count)]
+    for f in sorted(files, key=lambda f: -f.size):
+        size, n, group = heapq.heappop(groups)
+        group.append(f)
+        heapq.heappush(groups, (size + f.size, n, group))
+    return [group for _, _, group in sorted(groups, key=lambda g: g[1]) if group]
 
 
 def _merge_topic(

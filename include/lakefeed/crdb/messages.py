@@ -76,6 +76,10 @@ RECREATE = "recreate the changefeed WITH updated, resolved (envelope=wrapped, th
 # A quarantined line: (file URL, 1-based line) -> (topic, the line's text, why it was set aside).
 Quarantined = dict[tuple[str, int], tuple[str | None, str, str]]
 RAW_LIMIT = 1 << 20  # characters of a quarantined line kept
+# A message as the file readers give it, before its columns are read: its key array as JSON text (as
+# written), the pair (wall, logical) of its updated, its 1-based line (or parquet row), and its after as the
+# JSON text of an object (None: a delete).
+RawMessage = tuple[bytes, int, int, int, bytes | None]
 
 
 def quarantined_line(topic: str | None, line: bytes, where: str, error: UnreadableLine) -> tuple[str | None, str, str]:
@@ -266,22 +270,37 @@ def ndjson_messages(
     compression: str | None,
     quarantine: Quarantined | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The messages of one ndjson (optionally gzip or zstd) file, in batches of :data:`MESSAGE_SCHEMA`.
+    """The messages of one ndjson (optionally gzip or zstd) file, in batches of :data:`MESSAGE_SCHEMA`
+    (:func:`ndjson_raw_messages`, each message's columns read by :func:`message_batch`)."""
+    url = store.url(key)
+    for block in ndjson_raw_messages(store, key, compression, quarantine, topic):
+        yield message_batch(block, topic, schema_id, key, url)
+
+
+def ndjson_raw_messages(
+    store: Store,
+    key: str,
+    compression: str | None,
+    quarantine: Quarantined | None = None,
+    topic: str | None = None,
+) -> Iterator[list[RawMessage]]:
+    """The messages of one ndjson (optionally gzip or zstd) file as :data:`RawMessage`, a block at a time.
 
     The file is read in blocks of whole lines; each block is decoded at once by msgspec's C decoder
-    (:func:`_fast_batch`), values kept as their JSON text. A block holding any line that decoder does not
-    take exactly as :func:`parse_line` would (a malformed or unusual line, a blank one) is parsed line by
-    line instead, which names the line at fault: the rows are the same either way."""
+    (:func:`_fast_messages`), ``key`` and ``after`` kept as their JSON text. A block holding any line that
+    decoder does not take exactly as :func:`parse_line` would (a malformed or unusual line, a blank one) is
+    parsed line by line instead, which names the line at fault: the messages are the same either way.
+    Unreadable lines go to ``quarantine`` (under ``topic``) when it is given, else they are refused."""
     url = store.url(key)
     number = 0  # lines before the current block
     try:
         with _open_text(store, key, compression) as handle:
             for block in _line_blocks(handle):
-                batch = _fast_batch(block, number, topic, schema_id, key)
-                if batch is not None:
-                    yield batch
-                else:
-                    yield from _exact_batches(block, number, url, topic, schema_id, key, quarantine)
+                messages = _fast_messages(block, number)
+                if messages is None:
+                    messages = _exact_messages(block, number, url, topic, quarantine)
+                if messages:
+                    yield messages
                 number += block.count(b"\n")
     except FeedCorruptError:
         raise
@@ -313,18 +332,16 @@ def _line_blocks(handle: BinaryIO, size: int = BLOCK_BYTES) -> Iterator[bytes]:
         rest = chunk[end:]
 
 
-def _exact_batches(
+def _exact_messages(
     block: bytes,
     before: int,
     url: str,
-    topic: str,
-    schema_id: int,
-    key: str,
+    topic: str | None = None,
     quarantine: Quarantined | None = None,
-) -> Iterator[pa.RecordBatch]:
+) -> list[RawMessage]:
     """The block's messages parsed line by line by :func:`parse_line` (errors name the line); unreadable
     lines go to ``quarantine`` when given."""
-    rows: list[dict[str, Any]] = []
+    messages: list[RawMessage] = []
     for number, line in enumerate(block.split(b"\n"), start=before + 1):
         if not line.strip():
             continue
@@ -336,18 +353,38 @@ def _exact_batches(
                 raise
             quarantine[(url, number)] = quarantined_line(topic, line, where, error)
             continue
-        rows.append(_row(message, topic, schema_id, key, number))
-        if len(rows) == BATCH_ROWS:
-            yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
-            rows = []
-    if rows:
-        yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
+        after = message["after"]
+        messages.append(
+            (
+                message["key"].encode(),
+                message["wall"],
+                message["logical"],
+                number,
+                None if after is None else _json(after).encode(),
+            )
+        )
+    return messages
+
+
+def _exact_batches(
+    block: bytes,
+    before: int,
+    url: str,
+    topic: str,
+    schema_id: int,
+    key: str,
+    quarantine: Quarantined | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The block's messages parsed line by line, as :data:`MESSAGE_SCHEMA` rows."""
+    messages = _exact_messages(block, before, url, topic, quarantine)
+    if messages:
+        yield message_batch(messages, topic, schema_id, key, url)
 
 
 class _Envelope(msgspec.Struct):
     """The fields :func:`parse_line` looks at, each value kept as its JSON text."""
 
-    after: dict[str, msgspec.Raw] | msgspec.UnsetType | None = msgspec.UNSET
+    after: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     key: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     updated: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     crdb: msgspec.Raw | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name="__crdb__")
@@ -356,12 +393,14 @@ class _Envelope(msgspec.Struct):
 
 
 _ENVELOPES = msgspec.json.Decoder(_Envelope)
+_AFTER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 # A JSON value re-written compact, numbers as written (floats through the hook; integers exact), strings
 # escaped as json.dumps(ensure_ascii=False) does: what _json gives for the same value.
 _VALUES = msgspec.json.Decoder(float_hook=msgspec.Raw)
 _COMPACT = msgspec.json.Encoder()
 _QUOTE, _BACKSLASH, _OPEN_OBJECT, _OPEN_ARRAY, _TRUE, _FALSE, _NULL = 34, 92, 123, 91, 116, 102, 110
 _MINUS_ZERO = re.compile(rb"-0(?![0-9.eE])")
+_STAMP = re.compile(rb'"(\d{1,20})\.(\d{10})\??"')  # Hlc.parse's form, quoted, without surrounding blanks
 
 
 def _compact(raw: bytes) -> str | None:
@@ -375,91 +414,171 @@ def _compact(raw: bytes) -> str | None:
         return None
 
 
-def _fast_batch(block: bytes, before: int, topic: str, schema_id: int, key: str) -> pa.RecordBatch | None:
-    """The block's messages decoded at once, or None when a line must go through :func:`parse_line`."""
+def _fast_messages(block: bytes, before: int) -> list[RawMessage] | None:
+    """The block's messages decoded at once, or None when a line must go through :func:`parse_line`. Only the
+    envelope is read here: ``after``'s columns are read by :func:`message_batch`, for the messages kept."""
     try:
         envelopes = _ENVELOPES.decode_lines(block)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # deep nesting: a RecursionError
         return None
     if len(envelopes) != block.count(b"\n") + (0 if block.endswith(b"\n") else 1):
         return None  # blank lines (skipped by the decoder): line numbers need the exact path
-    keys: list[str] = []
-    updated: list[str] = []
-    walls: list[int] = []
-    logicals: list[int] = []
-    deleted: list[bool] = []
-    offsets: list[int] = [0]
-    names: list[str] = []
-    texts: list[str | None] = []
-    kind_offsets: list[int] = [0]
-    kind_names: list[str] = []
-    kinds: list[str] = []
+    unset, stamp_form, limit = msgspec.UNSET, _STAMP.fullmatch, _INT64_MAX
+    messages: list[RawMessage] = []
+    append = messages.append
+    line = before
     for envelope in envelopes:
+        line += 1
         after, message_key, stamp_raw = envelope.after, envelope.key, envelope.updated
         if (
-            after is msgspec.UNSET
-            or message_key is msgspec.UNSET
-            or stamp_raw is msgspec.UNSET
-            or envelope.crdb is not msgspec.UNSET
-            or (envelope.op is not msgspec.UNSET and envelope.ts_ns is not msgspec.UNSET)
+            after is unset
+            or message_key is unset
+            or stamp_raw is unset
+            or envelope.crdb is not unset
+            or (envelope.op is not unset and envelope.ts_ns is not unset)
         ):
             return None
-        key_raw, stamp_text = bytes(message_key), bytes(stamp_raw)
-        if key_raw[0] != _OPEN_ARRAY or stamp_text[0] != _QUOTE or _BACKSLASH in stamp_text:
+        key_raw = bytes(message_key)
+        stamp = stamp_form(bytes(stamp_raw))
+        if stamp is None or key_raw[0] != _OPEN_ARRAY:
             return None
-        key_text = _compact(key_raw)
+        wall = int(stamp[1])
+        if wall > limit:
+            return None
+        after_raw = bytes(after)
+        first = after_raw[0]
+        if first == _NULL:
+            append((key_raw, wall, int(stamp[2]), line, None))
+        elif first == _OPEN_OBJECT:
+            append((key_raw, wall, int(stamp[2]), line, after_raw))
+        else:
+            return None
+    return messages
+
+
+def _fast_batch(block: bytes, before: int, topic: str, schema_id: int, key: str) -> pa.RecordBatch | None:
+    """The block's messages decoded at once as :data:`MESSAGE_SCHEMA` rows, or None when a line must go
+    through :func:`parse_line`."""
+    messages = _fast_messages(block, before)
+    return None if messages is None else message_batch(messages, topic, schema_id, key, key)
+
+
+class _Columns:
+    """The flat entries of a batch's ``values`` and ``kinds`` maps, filled a message at a time."""
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = [0]
+        self.names: list[str] = []
+        self.texts: list[str | None] = []
+        self.kind_offsets: list[int] = [0]
+        self.kind_names: list[str] = []
+        self.kinds: list[str] = []
+
+    def add(self, after: bytes | None, where: str) -> None:
+        """The columns of one message's ``after`` (JSON text; None: a delete, no entries)."""
+        if after is not None and not self._fast(after):
+            self._exact(after, where)
+        self.offsets.append(len(self.names))
+        self.kind_offsets.append(len(self.kind_names))
+
+    def _fast(self, after: bytes) -> bool:
+        """Read by msgspec; False (nothing added) where a value may not come out exactly as _literal gives it."""
         try:
-            stamp = Hlc.parse(stamp_text[1:-1].decode())
-        except ValueError:
-            return None
-        if key_text is None or stamp.wall > _INT64_MAX:
-            return None
-        keys.append(key_text)
-        updated.append(str(stamp))
-        walls.append(stamp.wall)
-        logicals.append(stamp.logical)
-        deleted.append(after is None)
-        if after is not None:
-            for column, value in after.items():
-                raw = bytes(value)
-                first = raw[0]
-                names.append(column)
-                if first == _NULL:
-                    texts.append(None)
-                    continue
-                if first == _QUOTE:
-                    text = raw[1:-1].decode() if _BACKSLASH not in raw else json.loads(raw)
-                    kind = "s"
-                elif first in (_TRUE, _FALSE):
-                    text, kind = ("true", "b") if first == _TRUE else ("false", "b")
-                elif first in (_OPEN_OBJECT, _OPEN_ARRAY):
-                    compact = _compact(raw)
-                    if compact is None:
-                        return None
-                    text, kind = compact, "j"
-                else:
-                    text = raw.decode()
-                    kind = _number_kind(text)
-                texts.append(text)
-                kind_names.append(column)
-                kinds.append(kind)
-        offsets.append(len(names))
-        kind_offsets.append(len(kind_names))
-    rows = len(envelopes)
-    missing = pa.array(deleted)
+            columns = _AFTER.decode(after)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return False
+        names: list[str] = []
+        texts: list[str | None] = []
+        kind_names: list[str] = []
+        kinds: list[str] = []
+        for column, value in columns.items():
+            raw = bytes(value)
+            first = raw[0]
+            names.append(column)
+            if first == _NULL:
+                texts.append(None)
+                continue
+            if first == _QUOTE:
+                text = raw[1:-1].decode() if _BACKSLASH not in raw else json.loads(raw)
+                kind = "s"
+            elif first in (_TRUE, _FALSE):
+                text, kind = ("true", "b") if first == _TRUE else ("false", "b")
+            elif first in (_OPEN_OBJECT, _OPEN_ARRAY):
+                compact = _compact(raw)
+                if compact is None:
+                    return False
+                text, kind = compact, "j"
+            else:
+                text = raw.decode()
+                kind = _number_kind(text)
+            texts.append(text)
+            kind_names.append(column)
+            kinds.append(kind)
+        self.names += names
+        self.texts += texts
+        self.kind_names += kind_names
+        self.kinds += kinds
+        return True
+
+    def _exact(self, after: bytes, where: str) -> None:
+        columns = parse_json(after, where, UnreadableLine, parse_float=_number, parse_int=_number)
+        if not isinstance(columns, dict):
+            raise UnreadableLine(f"{where}: after must be an object or null")
+        for column, value in columns.items():
+            self.names.append(column)
+            if value is None:
+                self.texts.append(None)
+                continue
+            text, kind = _literal(value)
+            self.texts.append(text)
+            self.kind_names.append(column)
+            self.kinds.append(kind)
+
+    def maps(self, missing: pa.Array) -> tuple[pa.Array, pa.Array]:
+        """The ``values`` and ``kinds`` columns (null where ``missing``: the deletes)."""
+        return (
+            _string_map(self.offsets, self.names, self.texts, missing),
+            _string_map(self.kind_offsets, self.kind_names, self.kinds, missing),
+        )
+
+
+_LOOSE = re.compile(rb"[\s\\]|-0(?![0-9.eE])")  # what compacting could change: blanks, escapes, an integer -0
+
+
+def compact_key(raw: bytes, where: str) -> str:
+    """A key array's text as the merge key: compact JSON, numbers as written (most keys already are)."""
+    if _LOOSE.search(raw) is None:
+        return raw.decode()
+    return _compact(raw) or _json(parse_json(raw, where, UnreadableLine, parse_float=_number, parse_int=_number))
+
+
+def message_batch(messages: Sequence[RawMessage], topic: str, schema_id: int, key: str, url: str) -> pa.RecordBatch:
+    """Messages of one file as :data:`MESSAGE_SCHEMA` rows, each ``after`` read into ``values`` and ``kinds``
+    (``url`` names the file in errors)."""
+    columns = _Columns()
+    keys: list[str] = []
+    for message_key, _, _, line, after in messages:
+        where = f"{url}: line {line}"
+        keys.append(compact_key(message_key, where))
+        columns.add(after, where)
+    walls = [m[1] for m in messages]
+    logicals = [m[2] for m in messages]
+    rows = len(messages)
+    missing = pa.array([m[4] is None for m in messages], pa.bool_())
+    values, kinds = columns.maps(missing)
     return pa.RecordBatch.from_arrays(
         [
             pa.array([topic] * rows, pa.string()),
             pa.array([schema_id] * rows, pa.int64()),
             pa.array([key] * rows, pa.string()),
-            pa.array(range(before + 1, before + rows + 1), pa.int64()),
+            pa.array([m[3] for m in messages], pa.int64()),
             pa.array(keys, pa.string()),
-            pa.array(updated, pa.string()),
+            pa.array([f"{wall}.{logical:010d}" for wall, logical in zip(walls, logicals, strict=True)], pa.string()),
             pa.array(walls, pa.int64()),
             pa.array(logicals, pa.int64()),
             missing,
-            _string_map(offsets, names, texts, missing),
-            _string_map(kind_offsets, kind_names, kinds, missing),
+            values,
+            kinds,
         ],
         schema=MESSAGE_SCHEMA,
     )
@@ -476,29 +595,6 @@ def _string_map(offsets: list[int], keys: list[str], items: Sequence[str | None]
     )
 
 
-def _row(message: dict[str, Any], topic: str, schema_id: int, key: str, line: int) -> dict[str, Any]:
-    after = message.pop("after")
-    values: dict[str, str | None] | None = None
-    kinds: dict[str, str] | None = None
-    if after is not None:
-        values, kinds = {}, {}
-        for column, value in after.items():
-            if value is None:
-                values[column] = None
-            else:
-                values[column], kinds[column] = _literal(value)
-    return {
-        "topic": topic,
-        "schemaId": schema_id,
-        "file": key,
-        "line": line,
-        "deleted": after is None,
-        "values": values,
-        "kinds": kinds,
-        **message,
-    }
-
-
 def parquet_messages(
     store: Store,
     key: str,
@@ -507,9 +603,23 @@ def parquet_messages(
     key_columns: list[str],
     quarantine: Quarantined | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    """The messages of one parquet file in batches of :data:`MESSAGE_SCHEMA` (:func:`parquet_raw_messages`)."""
+    url = store.url(key)
+    for rows in parquet_raw_messages(store, key, topic, key_columns, quarantine):
+        yield message_batch(rows, topic, schema_id, key, url)
+
+
+def parquet_raw_messages(
+    store: Store,
+    key: str,
+    topic: str,
+    key_columns: list[str],
+    quarantine: Quarantined | None = None,
+) -> Iterator[list[RawMessage]]:
     """The messages of one parquet file (read natively by pyarrow): its table columns, then
     ``__crdb__event_type`` (c, u or d) and ``__crdb__updated``. Parquet rows carry no key array, so the
-    topic's primary key columns come from the job's ``--parquet-keys``."""
+    topic's primary key columns come from the job's ``--parquet-keys``. Each row's columns become the JSON
+    text of ``after`` as :func:`_json` writes them (numbers as pyarrow read them)."""
     import pyarrow.parquet as pq
 
     url = store.url(key)
@@ -533,9 +643,9 @@ def parquet_messages(
             raise FeedCorruptError(f"{url}: no column(s) {', '.join(missing)}")
         columns = [n for n in names if not n.startswith("__crdb__")]
         line = 0
-        rows: list[dict[str, Any]] = []
         try:
             for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
+                rows: list[RawMessage] = []
                 for record in batch.to_pylist():
                     line += 1
                     where = f"{url}: row {line}"
@@ -548,32 +658,22 @@ def parquet_messages(
                         raw = _json(record).encode()
                         quarantine[(url, line)] = quarantined_line(topic, raw, where, unreadable)
                         continue
-                    message = {
-                        "key": _json([record[c] for c in key_columns]),
-                        "updated": str(stamp),
-                        "wall": stamp.wall,
-                        "logical": stamp.logical,
-                        "after": None if record["__crdb__event_type"] == "d" else {c: record[c] for c in columns},
-                    }
-                    rows.append(_row(message, topic, schema_id, key, line))
+                    after = None if record["__crdb__event_type"] == "d" else {c: record[c] for c in columns}
+                    rows.append(
+                        (
+                            _json([record[c] for c in key_columns]).encode(),
+                            stamp.wall,
+                            stamp.logical,
+                            line,
+                            None if after is None else _json(after).encode(),
+                        )
+                    )
                 if rows:
-                    yield pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
-                    rows = []
+                    yield rows
         except FeedCorruptError:
             raise
         except (OSError, ValueError) as exc:
             raise FeedCorruptError(f"{url}: corrupt parquet after row {line} ({type(exc).__name__}: {exc})") from None
-
-
-def decode_files(rows: Iterable[dict[str, Any]], quarantine: Quarantined | None = None) -> Iterator[pa.RecordBatch]:
-    stores: dict[str, Store] = {}
-    for row in rows:
-        store = stores.setdefault(row["root"], Store(row["root"]))
-        if row["format"] == "parquet":
-            key_columns = [c for c in (row["keyColumns"] or "").split(",") if c]
-            yield from parquet_messages(store, row["key"], row["topic"], row["schemaId"], key_columns, quarantine)
-        else:
-            yield from ndjson_messages(store, row["key"], row["topic"], row["schemaId"], row["compression"], quarantine)
 
 
 # A row's shape: its topic, the names of its columns, and the kind of each non-null value, in order.
@@ -629,21 +729,154 @@ class ShapesSeen(AccumulatorParam[set[Shape]]):
         return value1
 
 
-def decode_arrow_partition(
-    batches: Iterable[pa.RecordBatch],
-    shapes: Accumulator[set[Shape]] | None = None,
-    quarantine: Accumulator[Quarantined] | None = None,
+# -- the job's two decode steps -----------------------------------------------------------------------------
+# On each latest row: how many messages of its key the batch held, and how many distinct changes (updated).
+MESSAGES_OF_KEY, CHANGES_OF_KEY = "_messages_of_key", "_changes_of_key"
+# What a read task gives for each (topic, key) of its files: the message with the greatest order (updated,
+# then schema id, file and line), its after as JSON text, and the key's messages and distinct updated there.
+CHANGE_SCHEMA = pa.schema(
+    [
+        *(
+            MESSAGE_SCHEMA.field(name)
+            for name in MESSAGE_SCHEMA.names
+            if name not in ("updated", "values", "kinds")  # updated: made from wall and logical by the JVM
+        ),
+        ("after", pa.binary()),  # the JSON object as written; null for a delete
+        ("messages", pa.int64()),
+        ("stamps", pa.list_(pa.string())),  # the key's other distinct updated in the task (most keys: none)
+    ]
+)
+# A latest change per key with its columns read: the message row and the key's counts over the whole batch.
+LATEST_SCHEMA = pa.schema([*MESSAGE_SCHEMA, (MESSAGES_OF_KEY, pa.int64()), (CHANGES_OF_KEY, pa.int64())])
+# Input bytes a read task takes at most: its greatest-per-key table grows with the distinct keys it sees.
+TASK_BYTES = 256 << 20
+
+
+class LatestPerKey:
+    """The greatest message per (topic, key) of the files a task reads (a partial aggregation: only these
+    rows cross the shuffle), the key's messages counted and its distinct ``updated`` kept. Messages are
+    ordered by ``(wall, logical, schema id, file, line)``, the order the job's final pick uses, so picking
+    per task first and then among the tasks' picks gives the same row."""
+
+    def __init__(self) -> None:
+        # topic -> key as written -> [order, after, messages, other stamps (None: only the order's)]
+        self._topics: dict[str, dict[bytes, list[Any]]] = {}
+
+    def add(self, messages: Iterable[RawMessage], topic: str, schema_id: int, file: str) -> None:
+        per_key = self._topics.setdefault(topic, {})
+        get = per_key.get
+        for key, wall, logical, line, after in messages:
+            order = (wall, logical, schema_id, file, line)
+            held = get(key)
+            if held is None:
+                per_key[key] = [order, after, 1, None]
+                continue
+            held[2] += 1
+            kept = held[0]
+            if held[3] is not None:
+                held[3].add((wall, logical))
+            elif wall != kept[0] or logical != kept[1]:
+                held[3] = {(kept[0], kept[1]), (wall, logical)}
+            if order > kept:
+                held[0], held[1] = order, after
+
+    def batches(self, url: Callable[[str], str]) -> Iterator[pa.RecordBatch]:
+        """The picks as :data:`CHANGE_SCHEMA` rows (``url`` names a file in errors)."""
+        for topic, per_key in self._topics.items():
+            items = list(per_key.items())
+            per_key.clear()
+            for start in range(0, len(items), BATCH_ROWS):
+                yield _change_batch(topic, items[start : start + BATCH_ROWS], url)
+        self._topics.clear()
+
+
+def _stamp(wall: int, logical: int) -> str:
+    return f"{wall}.{logical:010d}"
+
+
+def _change_batch(topic: str, items: list[tuple[bytes, list[Any]]], url: Callable[[str], str]) -> pa.RecordBatch:
+    keys: list[str] = []
+    orders: list[tuple[int, int, int, str, int]] = []
+    afters: list[bytes | None] = []
+    counts: list[int] = []
+    stamp_offsets: list[int] = [0]
+    stamps: list[str] = []
+    for key, (order, after, messages, others) in items:
+        keys.append(compact_key(key, f"{url(order[3])}: line {order[4]}"))
+        orders.append(order)
+        afters.append(after)
+        counts.append(messages)
+        if others is not None:
+            stamps += [_stamp(*pair) for pair in others if pair != order[:2]]
+        stamp_offsets.append(len(stamps))
+    rows = len(items)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([topic] * rows, pa.string()),
+            pa.array([o[2] for o in orders], pa.int64()),
+            pa.array([o[3] for o in orders], pa.string()),
+            pa.array([o[4] for o in orders], pa.int64()),
+            pa.array(keys, pa.string()),
+            pa.array([o[0] for o in orders], pa.int64()),
+            pa.array([o[1] for o in orders], pa.int64()),
+            pa.array([a is None for a in afters], pa.bool_()),
+            pa.array(afters, pa.binary()),
+            pa.array(counts, pa.int64()),
+            pa.ListArray.from_arrays(pa.array(stamp_offsets, pa.int32()), pa.array(stamps, pa.string())),
+        ],
+        schema=CHANGE_SCHEMA,
+    )
+
+
+def raw_messages_of(store: Store, row: dict[str, Any], quarantine: Quarantined | None) -> Iterator[list[RawMessage]]:
+    """The messages of the data file a row of :data:`FILE_INPUT_SCHEMA` names, a block at a time."""
+    if row["format"] == "parquet":
+        key_columns = [c for c in (row["keyColumns"] or "").split(",") if c]
+        return parquet_raw_messages(store, row["key"], row["topic"], key_columns, quarantine)
+    return ndjson_raw_messages(store, row["key"], row["compression"], quarantine, row["topic"])
+
+
+def latest_in_task(
+    batches: Iterable[pa.RecordBatch], quarantine: Accumulator[Quarantined] | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: rows of :data:`FILE_INPUT_SCHEMA` in, messages out; the shapes of the
-    messages are added to ``shapes`` when given, and unreadable lines to ``quarantine`` (when given; else
-    they are refused)."""
-    seen: set[Shape] = set()
+    """``mapInArrow`` body of the read: rows of :data:`FILE_INPUT_SCHEMA` in (the files of one task), the
+    greatest message per key of those files out (:class:`LatestPerKey`, :data:`CHANGE_SCHEMA`). Unreadable
+    lines are added to ``quarantine`` when given; else they are refused."""
     set_aside: Quarantined | None = {} if quarantine is not None else None
-    for messages in decode_files((row for batch in batches for row in batch.to_pylist()), set_aside):
-        if shapes is not None:
-            seen |= row_shapes(messages)
-        yield messages
-    if shapes is not None:
-        shapes.add(seen)
+    stores: dict[str, Store] = {}
+    latest = LatestPerKey()
+    for row in (row for batch in batches for row in batch.to_pylist()):
+        store = stores.setdefault(row["root"], Store(row["root"]))
+        for messages in raw_messages_of(store, row, set_aside):
+            latest.add(messages, row["topic"], row["schemaId"], row["key"])
+    root = next(iter(stores.values()), None)
+    yield from latest.batches(lambda file: root.url(file) if root is not None else file)
     if quarantine is not None and set_aside:
         quarantine.add(set_aside)
+
+
+def latest_rows(
+    batches: Iterable[pa.RecordBatch], root: str, shapes: Accumulator[set[Shape]] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body after the final pick: each latest change's ``after`` read into its columns
+    (:data:`LATEST_SCHEMA`); the shapes of the rows are added to ``shapes`` when given. Only the changes kept
+    are read so: a superseded message's columns are never looked at."""
+    store = Store(root)
+    seen: set[Shape] = set()
+    kept = [name for name in LATEST_SCHEMA.names if name not in ("values", "kinds")]
+    for batch in batches:
+        columns = _Columns()
+        files, lines = batch.column("file").to_pylist(), batch.column("line").to_pylist()
+        for after, file, line in zip(batch.column("after").to_pylist(), files, lines, strict=True):
+            columns.add(after, f"{store.url(file)}: line {line}")
+        values, kinds = columns.maps(batch.column("deleted"))
+        arrays = {name: batch.column(name) for name in kept}
+        out = pa.RecordBatch.from_arrays(
+            [values if n == "values" else kinds if n == "kinds" else arrays[n] for n in LATEST_SCHEMA.names],
+            schema=LATEST_SCHEMA,
+        )
+        if shapes is not None:
+            seen |= row_shapes(out)
+        yield out
+    if shapes is not None:
+        shapes.add(seen)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from lakefeed.crdb.messages import Shape
+from lakefeed.crdb.messages import CHANGES_OF_KEY, MESSAGES_OF_KEY, Shape
 
 # Columns every target carries besides the row's own: the merge key, the change's HLC, the tombstone flag.
 KEY_COLUMN, UPDATED_COLUMN, DELETED_COLUMN = "_crdb_key", "_crdb_updated", "_crdb_deleted"
@@ -16,16 +16,15 @@ TARGET_COLUMNS = (KEY_COLUMN, UPDATED_COLUMN, DELETED_COLUMN)
 HLC_DECIMAL = "decimal(38,10)"
 
 
-# On each latest row: how many messages of its key the batch held, and how many distinct changes (updated).
-MESSAGES_OF_KEY, CHANGES_OF_KEY = "_messages_of_key", "_changes_of_key"
-
-
-def latest_per_key(messages: DataFrame) -> DataFrame:
+def latest_per_key(changes: DataFrame) -> DataFrame:
     """Per (topic, key) the change with the greatest ``updated`` (wall, then logical); an equal ``updated``
     is the same change emitted again, where the higher schema version (a backfill's re-emission), then the
     later file, then the later line wins. File order never decides between different ``updated``.
-    ``MESSAGES_OF_KEY`` and ``CHANGES_OF_KEY`` count the key's messages and distinct ``updated`` in the
-    same pass (one shuffle, one sort)."""
+
+    ``changes`` are the read tasks' picks (:data:`~lakefeed.crdb.messages.CHANGE_SCHEMA`: each task's
+    greatest message per key, with the key's messages and distinct ``updated`` there), so this is the
+    final pick among them. ``MESSAGES_OF_KEY`` and ``CHANGES_OF_KEY`` count the key's messages and distinct
+    ``updated`` over all the tasks in the same pass (one shuffle, one sort)."""
     newest_first = Window.partitionBy("topic", "key").orderBy(
         F.col("wall").desc(),
         F.col("logical").desc(),
@@ -34,22 +33,15 @@ def latest_per_key(messages: DataFrame) -> DataFrame:
         F.col("line").desc(),
     )
     whole_key = newest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    # Messages of one change are next to each other in that order: a row starts a change when its
-    # updated differs from the row before it.
-    starts_change = (
-        F.coalesce(
-            (F.lag("wall").over(newest_first) != F.col("wall"))
-            | (F.lag("logical").over(newest_first) != F.col("logical")),
-            F.lit(True),
-        )
-    ).cast("int")
     return (
-        messages.withColumn("_rank", F.row_number().over(newest_first))
-        .withColumn("_starts_change", starts_change)
-        .withColumn(MESSAGES_OF_KEY, F.count(F.lit(1)).over(whole_key))
-        .withColumn(CHANGES_OF_KEY, F.sum("_starts_change").over(whole_key))
+        changes.withColumn("updated", F.format_string("%d.%010d", "wall", "logical"))
+        .withColumn("_rank", F.row_number().over(newest_first))
+        .withColumn(MESSAGES_OF_KEY, F.sum("messages").over(whole_key))
+        .withColumn("_picked", F.collect_list("updated").over(whole_key))
+        .withColumn("_others", F.collect_list("stamps").over(whole_key))
         .where("_rank = 1")
-        .drop("_rank", "_starts_change")
+        .withColumn(CHANGES_OF_KEY, F.size(F.array_distinct(F.concat("_picked", F.flatten("_others")))).cast("long"))
+        .drop("_rank", "_picked", "_others", "messages", "stamps")
     )
 
 

@@ -343,3 +343,70 @@ def test_row_shapes_are_the_distinct_shapes_of_the_live_rows(described, topic):
         if not deleted
     }
     assert row_shapes(batch) == expected
+
+
+# -- the read tasks' partial pick ---------------------------------------------------------------------------------
+_PICK_MESSAGES = st.lists(
+    st.tuples(
+        st.sampled_from([b"[1]", b"[2]", b"[ 2]", b'["a"]']),  # [ 2] is [2] written loosely
+        st.integers(1, 3),  # wall
+        st.integers(0, 1),  # logical
+        st.sampled_from([None, b'{"v": 1}', b'{"v": 2.50}']),
+        st.integers(0, 3),  # file
+        st.integers(1, 2),  # schema id
+    ),
+    max_size=40,
+)
+
+
+@given(_PICK_MESSAGES, st.integers(1, 4))
+@settings(max_examples=200, deadline=None)
+def test_picks_per_task_then_among_tasks_give_the_pick_over_all_messages(described, tasks):
+    """Whatever the grouping of files into tasks, each task's greatest message per key (LatestPerKey), then the
+    greatest of those, is the greatest message over all: the same row, the key's messages and distinct updated
+    counted exactly (a change repeated in two tasks counts once)."""
+    from lakefeed.crdb.messages import LatestPerKey, compact_key
+
+    files: dict[int, list] = {}
+    for number, (key, wall, logical, after, file, schema_id) in enumerate(described, start=1):
+        files.setdefault(file, []).append((key, wall, logical, number, after, schema_id))
+    picks = []
+    for task in range(tasks):
+        latest = LatestPerKey()
+        for file, messages in sorted(files.items()):
+            if file % tasks == task:
+                for key, wall, logical, line, after, schema_id in messages:
+                    latest.add([(key, wall, logical, line, after)], "t", schema_id, f"f{file}")
+        picks += [row for batch in latest.batches(str) for row in batch.to_pylist()]
+
+    def order(row):
+        return (row["wall"], row["logical"], row["schemaId"], row["file"], row["line"])
+
+    got = {}
+    for row in picks:
+        held = got.setdefault(row["key"], {"pick": row, "messages": 0, "stamps": set()})
+        held["messages"] += row["messages"]
+        held["stamps"] |= {f"{row['wall']}.{row['logical']:010d}", *row["stamps"]}
+        if order(row) > order(held["pick"]):
+            held["pick"] = row
+    want = {}
+    for number, (key, wall, logical, after, file, schema_id) in enumerate(described, start=1):
+        row = {
+            "wall": wall,
+            "logical": logical,
+            "schemaId": schema_id,
+            "file": f"f{file}",
+            "line": number,
+            "after": after,
+        }
+        held = want.setdefault(compact_key(key, "k"), {"pick": row, "messages": 0, "stamps": set()})
+        held["messages"] += 1
+        held["stamps"].add(f"{wall}.{logical:010d}")
+        if order(row) > order(held["pick"]):
+            held["pick"] = row
+    assert set(got) == set(want)
+    for key, held in want.items():
+        pick = got[key]["pick"]
+        assert {name: pick[name] for name in held["pick"]} == held["pick"]
+        assert pick["deleted"] == (held["pick"]["after"] is None)
+        assert (got[key]["messages"], got[key]["stamps"]) == (held["messages"], held["stamps"])
