@@ -11,6 +11,10 @@ a map of tag maps). Figures (all measured in this one run):
   (`--decoder python`; files with fields the superset does not know);
 - our job end to end via spark-submit (claim + dedupe + MERGE into both targets), cold from disk,
   cold from Azurite, and warm;
+- the single-process script a user would write (``blob_reference.py``: fastavro, claim, drop Control,
+  dedupe, both tables written with delta-rs), interleaved with our job cold from disk, best of
+  ``E2E_ROUNDS`` each, fresh targets every time, with the peak summed RSS of each (spark-submit and every
+  process under it: the JVM, the Python driver and workers);
 - a long backfill: 24 windows in one Spark application (JVM start and JIT warm-up paid once);
 - peak memory of the decoder (the code Python workers run) on ~1 MB versus ~50 MB chunk files;
 - a run with no new data: the sensor's check and the planner, without Spark.
@@ -30,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import DATA, ROOT, child_peak_rss_mb, save, timed
+from common import DATA, ROOT, child_peak_rss_mb, run_measured, save, timed
 from lakefeed_testing.blob_generator import DEFAULT_START, FeedSpec, generate_feed
 
 from lakefeed.blob.feed import ChangeFeed
@@ -46,6 +50,8 @@ DAY = FeedSpec(
     hours=24, events_per_hour=40_000, shards=4, records_per_chunk=10_000, blobs=100_000, gap_hours=(), seed=9
 )
 CONTAINER = "$blobchangefeed"
+E2E_ROUNDS = 2  # our job cold and the single-process script, interleaved; each keeps its best time
+REFERENCE_SCRIPT = Path(__file__).resolve().parent / "blob_reference.py"
 
 
 def feed(name: str, spec: FeedSpec) -> tuple[Path, object]:
@@ -76,32 +82,75 @@ def fastavro_single_process(paths: list[Path]) -> int:
     return count
 
 
-def spark_submit(feed_root: str, start, end, lake: Path, env: dict | None = None) -> dict:
-    summary = lake / "summary.json"
-    result = subprocess.run(
-        [
-            "spark-submit",
-            str(ROOT / "spark_jobs" / "blob_changefeed_job.py"),
-            "--feed-root",
-            feed_root,
-            "--window-start",
-            format_time(start),
-            "--window-end",
-            format_time(end),
-            "--events-table",
-            str(lake / "events"),
-            "--state-table",
-            str(lake / "state"),
-            "--summary-json",
-            str(summary),
-        ],
-        env=env or os.environ.copy(),
-        capture_output=True,
-        text=True,
-    )
+def job_command(feed_root: str, start, end, lake: Path) -> list[str]:
+    return [
+        "spark-submit",
+        str(ROOT / "spark_jobs" / "blob_changefeed_job.py"),
+        "--feed-root",
+        feed_root,
+        "--window-start",
+        format_time(start),
+        "--window-end",
+        format_time(end),
+        "--events-table",
+        str(lake / "events"),
+        "--state-table",
+        str(lake / "state"),
+        "--summary-json",
+        str(lake / "summary.json"),
+    ]
+
+
+def job_summary(result: subprocess.CompletedProcess[str], lake: Path) -> dict:
     if result.returncode != 0:
         raise RuntimeError(result.stdout[-4000:])
-    return json.loads(summary.read_text())
+    return json.loads((lake / "summary.json").read_text())
+
+
+def spark_submit(feed_root: str, start, end, lake: Path, env: dict | None = None) -> dict:
+    result = subprocess.run(
+        job_command(feed_root, start, end, lake), env=env or os.environ.copy(), capture_output=True, text=True
+    )
+    return job_summary(result, lake)
+
+
+def cold_side_by_side(feed_root: str, start, end) -> tuple[dict, dict, dict, dict]:
+    """Our job cold and the single-process script on the same windows, interleaved, fresh targets each time:
+    each one's best seconds and peak summed RSS (the highest of its rounds), the summary of our job's
+    fastest round, the script's counts."""
+    seconds: dict[str, float] = {}
+    peak_mib: dict[str, float] = {}
+    lake, reference_lake = DATA / "lake_cold", DATA / "lake_cold_single_process_script"
+    script = [
+        sys.executable,
+        str(REFERENCE_SCRIPT),
+        feed_root,
+        str(reference_lake),
+        format_time(start),
+        format_time(end),
+    ]
+    summary: dict = {}
+    counts: dict = {}
+    for attempt in range(1, E2E_ROUNDS + 1):
+        print(f"  end to end round {attempt} of {E2E_ROUNDS}", flush=True)
+        for name, command, target in (
+            ("e2e_cold_spark_submit", job_command(feed_root, start, end, lake), lake),
+            ("single_process_script", script, reference_lake),
+        ):
+            shutil.rmtree(target, ignore_errors=True)
+            took, peak, result = run_measured(command)
+            if name == "single_process_script":
+                if result.returncode != 0:
+                    raise RuntimeError(result.stderr[-4000:])
+                counts = json.loads(result.stdout.splitlines()[-1])
+            elif took <= seconds.get(name, took):
+                summary = job_summary(result, lake)  # the fastest round's (its stage timings)
+            else:
+                job_summary(result, lake)  # still checked
+            print(f"  {name}: {took:.1f}s, peak summed RSS {peak:.0f} MiB", flush=True)
+            seconds[name] = round(min(took, seconds.get(name, took)), 3)
+            peak_mib[name] = round(max(peak, peak_mib.get(name, 0.0)), 1)
+    return seconds, peak_mib, summary, counts
 
 
 def decoder_memory() -> dict:
@@ -217,11 +266,19 @@ def main() -> None:
     figures["spark_decode_events_per_s"] = round(records / seconds["spark_decode_stage"])
     figures["spark_python_decoder_events_per_s"] = round(records / seconds["spark_decode_stage_python_decoder"])
 
-    # --- end to end, cold and warm -----------------------------------------------------------------
-    lake = DATA / "lake_cold"
-    shutil.rmtree(lake, ignore_errors=True)
-    with timed(seconds, "e2e_cold_spark_submit"):
-        cold = spark_submit(feed_root, start, end, lake)
+    # --- end to end: cold side by side with the single-process script, then warm -------------------
+    e2e_seconds, peak_mib, cold, script_counts = cold_side_by_side(feed_root, start, end)
+    seconds.update(e2e_seconds)
+    figures["peak_summed_rss_mib"] = peak_mib
+    figures["single_process_script"] = script_counts
+    figures["single_process_script_counts_match_job"] = (
+        script_counts["recordsRead"],
+        script_counts["eventsUnique"],
+        script_counts["blobs"],
+    ) == (cold["recordsRead"], cold["eventsUnique"], cold["stateInserted"])
+    if not figures["single_process_script_counts_match_job"]:
+        print(f"  WARNING: the script's counts {script_counts} differ from our job's", flush=True)
+    figures["script_records_per_s"] = round(script_counts["recordsRead"] / seconds["single_process_script"])
     figures["e2e_cold"] = {
         k: cold[k] for k in ("recordsRead", "eventsUnique", "eventsInserted", "stateInserted", "seconds")
     }
@@ -269,6 +326,12 @@ def main() -> None:
 
     figures["seconds"] = seconds
     figures["ratios"] = {
+        "e2e_cold_vs_single_process_script": round(
+            seconds["single_process_script"] / seconds["e2e_cold_spark_submit"], 2
+        ),
+        "e2e_cold_peak_rss_vs_single_process_script": round(
+            peak_mib["e2e_cold_spark_submit"] / peak_mib["single_process_script"], 2
+        ),
         "e2e_cold_vs_fastavro_local": round(
             figures["e2e_cold_records_per_s"] / figures["fastavro_local_events_per_s"], 2
         ),

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,9 +37,57 @@ def child_peak_rss_mb(code: str) -> float:
     return int(out.split("PEAK")[-1].strip()) / 1024
 
 
-def machine() -> str:
-    import os
+def run_measured(
+    cmd: Sequence[str], env: Mapping[str, str] | None = None, interval: float = 0.2
+) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """Run ``cmd`` to its end (output captured as text): its wall seconds, the peak of the summed resident
+    memory in MiB of it and every process descending from it (spark-submit's JVM, its Python driver and
+    workers), sampled from /proc every ``interval`` seconds by a thread, and the completed process."""
+    started = time.perf_counter()
+    process = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    done = threading.Event()
 
+    def sample() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, _tree_rss_bytes(process.pid))
+            if done.wait(interval):
+                return
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout, stderr = process.communicate()
+    seconds = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    return seconds, peak / 2**20, subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def _tree_rss_bytes(root: int) -> int:
+    """The summed resident memory of ``root`` and its descendants, from every /proc/<pid>/stat (Linux)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rpartition(b")")[2].split()  # after the command name, which may hold spaces
+        except OSError:  # gone since the listing
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)  # field 4: ppid
+        rss[pid] = int(fields[21])  # field 24: resident pages
+    total, pending = 0, [root]
+    while pending:
+        pid = pending.pop()
+        total += rss.get(pid, 0)
+        pending.extend(children.get(pid, ()))
+    return total * os.sysconf("SC_PAGE_SIZE")
+
+
+def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, {round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB, Python {platform.python_version()}"
 
 
