@@ -17,6 +17,14 @@ chunking and order (the target's extra columns null where the source had
 none). Drops, renames and type changes inside, before or after the range are
 refused by name before any Spark job (:mod:`lakefeed.cdf.log`); should Delta
 still refuse the read, its refusal becomes a :class:`ChangeDataError` too.
+
+A range that changed a large share of the source's rows is applied by a *rebuild* instead
+(:mod:`lakefeed.cdf.planner` decides, from the logs): the target overwritten, in one commit, with the
+source's snapshot at the range's end, as a full refresh does, and that version recorded as the target's
+base version, so ranges up to it are then no-ops and ranges across it read from the next version. The
+overwrite keeps the target's table id (the checkpoint's marks and the ledger see the same table, which a
+REPLACE would make another) and its table properties; the base version goes in the same commit as a Delta
+application transaction (``txnAppId``/``txnVersion``, :func:`rebuild_app_id`) of that table id.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import json
 import logging
 import re
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,6 +41,16 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from lakefeed.cdf.log import check_later_changes, check_range, check_target, latest_schema
+from lakefeed.cdf.planner import (
+    MERGE,
+    PLAN_TAG,
+    REBUILD,
+    REBUILD_MIN_ROWS,
+    REBUILD_SHARE,
+    RangePlan,
+    applied_beyond,
+    plan_range,
+)
 from lakefeed.cdf.scd2 import (
     DELETED,
     END_AT,
@@ -71,6 +90,7 @@ from lakefeed.delta import (
     UPDATED_IN_PLACE,
     count_effects,
     create_table_with_rows,
+    created_by_another,
     effects_of_new_keys,
     ensure_table,
     keys_named,
@@ -141,11 +161,25 @@ def _target_properties(target: str) -> dict[str, str] | None:
     return DeltaLog(Store(target)).properties()
 
 
+def rebuild_app_id(table_id: str) -> str:
+    """The Delta application transaction whose version is the source version a planned rebuild overwrote the
+    target with ``table_id`` at. Keyed by the table id: a full refresh (a REPLACE, a new id) leaves it behind."""
+    return f"lakefeed.cdf.rebuild.{table_id}"
+
+
 def _target_base_version(target: str) -> int | None:
-    """The source version a full refresh rebuilt the target at, read from the target's log (no Spark job)."""
-    properties = _target_properties(target)
-    value = properties.get(BASE_VERSION_PROPERTY) if properties is not None else None
-    return int(value) if value is not None else None
+    """The source version the target was last rebuilt at, by a full refresh (its table property) or a planned
+    rebuild (its application transaction), read from the target's log (no Spark job); None when never."""
+    table = DeltaLog(Store(target)).snapshot()
+    if table is None:
+        return None
+    metadata = table.metadata()
+    value = (metadata.configuration or {}).get(BASE_VERSION_PROPERTY)
+    bases = [int(value)] if value is not None else []
+    rebuilt = table.transaction_version(rebuild_app_id(str(metadata.id)))
+    if rebuilt is not None:
+        bases.append(int(rebuilt))
+    return max(bases) if bases else None
 
 
 def run(
@@ -158,10 +192,14 @@ def run(
     columns: list[str] | None = None,
     scd_type: int = 1,
     tombstone_retention: timedelta | None = None,
+    rebuild_share: float = REBUILD_SHARE,
+    rebuild_min_rows: int = REBUILD_MIN_ROWS,
 ) -> CdfSummary:
-    """Apply versions ``start..end`` of ``source``'s change feed to ``target`` (type 1: each key's current row;
-    type 2: :func:`apply_history`). With ``tombstone_retention``, tombstones older than that before the range's
-    last commit, and from before the range, are then removed (:mod:`lakefeed.tombstones`)."""
+    """Apply versions ``start..end`` of ``source``'s change feed to ``target`` (type 1: each key's current row,
+    by the plan :mod:`lakefeed.cdf.planner` chooses with ``rebuild_share`` and ``rebuild_min_rows``: a MERGE of
+    the changes or a rebuild (:func:`_rebuild`); type 2: :func:`apply_history`). With ``tombstone_retention``,
+    tombstones older than that before the range's last commit, and from before the range, are then removed
+    (:mod:`lakefeed.tombstones`)."""
     laps: dict[str, float] = {}
     clock = time.perf_counter()
     source, target = table_location(source), table_location(target)
@@ -183,6 +221,7 @@ def run(
     if scd_type == 2:
         if tombstone_retention is not None:
             raise FeedConfigError("an SCD type 2 target keeps no tombstones: tombstone retention does not apply")
+        summary.plan = RangePlan(MERGE, "an SCD type 2 target is never rebuilt: its history would be lost")
         return apply_history(spark, delta_log, summary, keys, columns)
     base = _target_base_version(target)
     if base is not None and end <= base:  # nothing read nor written: whatever changed since, no check applies
@@ -195,6 +234,14 @@ def run(
     range_fields, latest_fields = delta_log.table_state(end)[1], latest_schema(delta_log)
     _check_target(delta_log, target, range_fields, latest_fields)
     check_later_changes(delta_log, start, end, range_fields, latest_fields)
+
+    summary.plan = plan_range(
+        delta_log, DeltaLog(Store(target)), read_from, end, share=rebuild_share, min_rows=rebuild_min_rows
+    )
+    log.info("versions %d..%d of %s: %s (%s)", read_from, end, source, summary.plan.chosen, summary.plan.reason)
+    if summary.plan.chosen == REBUILD and _rebuild(spark, delta_log, summary, keys, columns):
+        summary.seconds = {"rebuild": round(time.perf_counter() - clock, 3)}
+        return summary  # the rebuilt target holds no tombstone: none for retention to remove
 
     spark_source, spark_target = jvm_location(source), jvm_location(target)  # the URLs Spark opens
     changes = read_changes(spark, spark_source, read_from, end)
@@ -228,6 +275,7 @@ def run(
             key_range=(counts[2], counts[3]),
             table=target,
             live=live,
+            read_from=read_from,
         )
     finally:
         last_changes.unpersist()
@@ -456,9 +504,12 @@ def _merge(
     key_range: tuple[Any, Any],
     table: str,
     live: int,
+    read_from: int,
 ) -> list[str]:
     """Create the target or add the source's new columns, then the version-guarded MERGE; each step
-    retried when a concurrent run commits first (both are idempotent).
+    retried when a concurrent run commits first (both are idempotent). Each attempt reads the target's base
+    version again (``rows`` are of versions ``read_from`` on): a run that rebuilt the target meanwhile
+    (:func:`_rebuild`) leaves only the changes after it to apply, or none.
 
     The range of the changed first key column bounds the target rows that can match, so Delta skips
     the files whose statistics lie outside it and joins only the rows inside it: a run that changes
@@ -485,25 +536,30 @@ def _merge(
     named = _first_keys_named(rows, table, keys[0], summary.keys_changed, key_range)
     if named is not None:
         on = F.expr(named) & on
-    newer = f"s.{VERSION_COLUMN} > t.{VERSION_COLUMN}"
+    guard = f"s.{VERSION_COLUMN} > t.{VERSION_COLUMN}"
 
     def write() -> None:
         # Again at each attempt: tombstone retention commits its horizon before it deletes, so a run that removed
         # tombstones meanwhile makes this MERGE conflict and come back here.
         _check_tombstone_horizon(table, summary.starting_version, summary.ending_version)
+        base = _target_base_version(table)
+        if base is not None and base >= summary.ending_version:
+            log.info("target was rebuilt at source version %d meanwhile: the range is in it", base)
+            return
+        newer = rows if base is None or base < read_from else rows.where(F.col(VERSION_COLUMN) > base)
         (
             DeltaTable.forPath(spark, target)
             .alias("t")
-            .merge(rows.alias("s"), on)
+            .merge(newer.alias("s"), on)
             .whenMatchedUpdate(
-                condition=f"{newer} AND s.{DELETED_COLUMN}",
+                condition=f"{guard} AND s.{DELETED_COLUMN}",
                 set={
                     VERSION_COLUMN: f"s.{VERSION_COLUMN}",
                     TARGET_COLUMNS[1]: f"s.{TARGET_COLUMNS[1]}",
                     DELETED_COLUMN: "true",
                 },
             )
-            .whenMatchedUpdateAll(condition=newer)
+            .whenMatchedUpdateAll(condition=guard)
             .whenNotMatchedInsertAll()  # a delete seen first is kept as a tombstone
             .execute()
         )
@@ -546,6 +602,101 @@ def _add_new_columns(spark: SparkSession, target: str, existing: list[str], rows
         spark.sql(f"ALTER TABLE delta.`{target}` ADD COLUMNS ({spec})")
         log.info("added column(s) %s to %s", ", ".join(f.name for f in new), target)
     return [f.name for f in new]
+
+
+def _rebuild(
+    spark: SparkSession, source_log: DeltaLog, summary: CdfSummary, keys: list[str], columns: list[str] | None
+) -> bool:
+    """Apply ``summary``'s range by a rebuild (:mod:`lakefeed.cdf.planner`): the target overwritten with the
+    source's snapshot at the range's end, in one commit that also records that version as the target's base
+    version (:func:`rebuild_app_id`; an absent target is created holding it, with the base version as its
+    table property, as a full refresh does). The commit is tagged as the application of the range (its
+    ``startingVersion`` and ``endingVersion``, and ``plan``: the ledger and the DAG's commit step take it for
+    that range, not for a user's full refresh), and retried when a concurrent run commits first: each
+    attempt first reads the target again, writing nothing when it was rebuilt at the range's end or later
+    meanwhile. False, with nothing written, when the target has meanwhile applied versions after the range
+    (or another run created it): the caller MERGEs instead, and ``summary.plan`` says why.
+
+    The rows are the snapshot's, in the columns a MERGE of the range would write (the source's latest
+    schema: columns added after the range's end are null), each with the range's end as its version and
+    that commit's time. The target keeps its columns, table properties and id; it keeps no tombstone (the
+    base version stands in for them: older ranges are no-ops). Summary: the rows written, as inserted
+    (and read), as for a full refresh."""
+    source, target, start, end = summary.source, summary.target, summary.starting_version, summary.ending_version
+    spark_source, spark_target = jvm_location(source), jvm_location(target)
+    latest = spark.read.format("delta").load(spark_source)
+    selected = _columns(latest.columns, keys, columns)
+    snapshot = spark.read.format("delta").option("versionAsOf", end).load(spark_source)
+    types = {f.name: f.dataType for f in latest.schema.fields}
+    shaped = snapshot.select(
+        *[
+            F.col(f"`{name}`") if name in snapshot.columns else F.lit(None).cast(types[name]).alias(name)
+            for name in selected
+        ]
+    )
+    committed_ms = source_log.commit_timestamp(end)
+    timestamp = datetime.fromtimestamp(committed_ms / 1000, UTC) if committed_ms is not None else None
+    rows = snapshot_rows(shaped, selected, end, timestamp)
+    metadata = {"pipeline": PIPELINE, "source": source, "startingVersion": start, "endingVersion": end}
+    rebuild = {**metadata, PLAN_TAG: REBUILD}
+    target_log = DeltaLog(Store(target))
+    if not target_log.commit_versions():
+        properties = {**TARGET_PROPERTIES, BASE_VERSION_PROPERTY: str(end)}
+        try:
+            commit = tagged_write(
+                spark,
+                spark_target,
+                rebuild,
+                lambda: create_table_with_rows(spark, spark_target, rows, properties, exclusive=True),
+                attempts=1,
+            )
+        except Exception as exc:
+            if not created_by_another(exc):
+                raise
+            summary.plan = replace(summary.plan or RangePlan(), chosen=MERGE, reason="another run created the target")
+            return False
+    else:
+
+        def prepare() -> None:
+            table = ensure_table(spark, spark_target, rows.schema, properties=TARGET_PROPERTIES)
+            summary.added_columns = _add_new_columns(spark, spark_target, table.toDF().columns, rows)
+
+        tagged_write(spark, spark_target, {**metadata, "step": "schema"}, prepare)
+        refused: list[str] = []
+
+        def overwrite() -> None:
+            refused.clear()
+            base = _target_base_version(target)
+            if base is not None and base >= end:
+                log.info("target was rebuilt at source version %d meanwhile: the range is in it", base)
+                return
+            ahead = applied_beyond(target_log, end)
+            if ahead is not None:
+                refused.append(ahead)
+                return
+            (
+                rows.write.format("delta")
+                .mode("overwrite")
+                .option("txnAppId", rebuild_app_id(str(target_log.table_id())))
+                .option("txnVersion", end)
+                .save(spark_target)
+            )
+
+        commit = tagged_write(spark, spark_target, rebuild, overwrite)
+        if refused:
+            summary.plan = replace(summary.plan or RangePlan(), chosen=MERGE, reason=refused[0])
+            return False
+    summary.commits += reported_commit(target, commit)
+    if commit is None:
+        summary.target_version = table_version(spark, spark_target)
+        return True
+    metrics = commit["metrics"]
+    summary.committed = True
+    summary.target_version = commit["version"]
+    summary.bytes_written = metrics.get("numOutputBytes", 0)
+    summary.files_rewritten = metrics.get("numRemovedFiles", 0)
+    summary.inserted = summary.rows_read = metrics.get("numOutputRows", 0)
+    return True
 
 
 def full_refresh(

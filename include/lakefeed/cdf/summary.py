@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakefeed.assets import FULL_REFRESH_MODE
+from lakefeed.cdf.planner import REBUILD, RangePlan
 from lakefeed.documents import counted, optional, to_document, totals
 from lakefeed.lineage import Figures, JobLineage, JobOutcome, Written, counts_of, integer, total
 from lakefeed.pipeline import RunReport
@@ -22,6 +23,9 @@ class CdfSummary:
     mode: str = "changes"
     scd_type: int = 1  # 2: a history target (lakefeed.cdf.scd2), where the counts are of history rows
     source_table_id: str | None = None
+    # How a range was applied, and why (lakefeed.cdf.planner): a MERGE of its changes, or a rebuild of the
+    # target from the snapshot at its end (counted as a full refresh is: the rows written, as inserted).
+    plan: RangePlan | None = optional()  # noqa: RUF009 (a field of None, as every optional())
     rows_read: int = counted()
     keys_changed: int = counted()
     # Type 1: keys inserted, updated, deleted, and left as they were (the version guard). Type 2: history rows
@@ -75,7 +79,7 @@ class CdfRunReport(RunReport):
 
 def lineage_outcome(lineage: JobLineage, summary: dict[str, Any]) -> JobOutcome:
     """What a job applied, for lineage (:mod:`lakefeed.lineage`): its source versions (read up to the last),
-    the target written (replaced by a full refresh)."""
+    the target written (replaced by a full refresh or a planned rebuild)."""
     mode = str(summary.get("mode") or "changes")
     applied = {
         "unit": "source version",
@@ -89,6 +93,6 @@ def lineage_outcome(lineage: JobLineage, summary: dict[str, Any]) -> JobOutcome:
         lineage.outputs[0],
         total(summary.get("inserted"), summary.get("updated"), summary.get("deleted")),
         integer(summary.get("bytesWritten")),
-        replaced=mode == FULL_REFRESH_MODE,
+        replaced=mode == FULL_REFRESH_MODE or (summary.get("plan") or {}).get("chosen") == REBUILD,
     )
     return JobOutcome(applied, counts_of(summary, CdfSummary), [read], [written])
