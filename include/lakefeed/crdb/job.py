@@ -53,7 +53,6 @@ from lakefeed.crdb.transforms import (
     cast_failures,
     column_type,
     kinds_by_column,
-    latest_per_key,
     target_rows,
 )
 from lakefeed.delta import (
@@ -250,7 +249,7 @@ def _read_latest(
 
     Each read task takes a group of files (:func:`read_tasks`), parses every line's envelope in the workers
     and keeps the greatest message per key it saw (:class:`~lakefeed.crdb.messages.LatestPerKey`), so only
-    those cross the shuffle; :func:`latest_per_key` picks among the tasks' picks, and only the picks kept
+    those cross the shuffle, by key; :func:`~lakefeed.crdb.messages.final_picks` picks among them, and only the picks kept
     have their columns read (:func:`~lakefeed.crdb.messages.latest_rows`, which adds the shapes of the rows
     to ``shapes``). Unreadable lines are added to ``quarantine`` when given."""
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -275,7 +274,7 @@ def _read_latest(
         from_arrow_schema(FILE_INPUT_SCHEMA),
     )
     picks = inputs.mapInArrow(partial(latest_in_task, quarantine=quarantine), from_arrow_schema(CHANGE_SCHEMA))
-    return latest_per_key(picks).mapInArrow(
+    return picks.repartition("topic", "key").mapInArrow(
         partial(latest_rows, root=sink_root, shapes=shapes), from_arrow_schema(LATEST_SCHEMA)
     )
 
@@ -456,13 +455,19 @@ def _record_applied(
         "key string, topic string, bytes long, throughResolved string, appliedAt timestamp",
     )
 
+    tags = {**metadata, "step": "ledger"}
+    if not DeltaTable.isDeltaTable(spark, ledger):  # the first range: created holding its files, one commit
+        created = first_load(spark, ledger, rows, {}, tags)
+        if created is not None:
+            return created
+
     def write() -> None:
         ensure_table(spark, ledger, rows.schema)
         DeltaTable.forPath(spark, ledger).alias("t").merge(
             rows.alias("s"), "t.key = s.key"
         ).whenNotMatchedInsertAll().execute()
 
-    return tagged_write(spark, ledger, {**metadata, "step": "ledger"}, write)
+    return tagged_write(spark, ledger, tags, write)
 
 
 def _check_tombstone_horizon(table: str, sink_range: SinkRange) -> None:

@@ -410,7 +410,7 @@ def _compact(raw: bytes) -> str | None:
         return None
     try:
         return _COMPACT.encode(_VALUES.decode(raw)).decode()
-    except (msgspec.DecodeError, RecursionError):
+    except (ValueError, RecursionError):  # msgspec's DecodeError, or bytes that are not UTF-8
         return None
 
 
@@ -476,8 +476,13 @@ class _Columns:
 
     def add(self, after: bytes | None, where: str) -> None:
         """The columns of one message's ``after`` (JSON text; None: a delete, no entries)."""
-        if after is not None and not self._fast(after):
-            self._exact(after, where)
+        if after is not None:
+            try:
+                read = self._fast(after)
+            except ValueError:  # bytes that are not UTF-8 in a name or a string (msgspec.Raw does not check)
+                read = False
+            if not read:
+                self._exact(after, where)
         self.offsets.append(len(self.names))
         self.kind_offsets.append(len(self.kind_names))
 
@@ -548,7 +553,10 @@ _LOOSE = re.compile(rb"[\s\\]|-0(?![0-9.eE])")  # what compacting could change: 
 def compact_key(raw: bytes, where: str) -> str:
     """A key array's text as the merge key: compact JSON, numbers as written (most keys already are)."""
     if _LOOSE.search(raw) is None:
-        return raw.decode()
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            pass  # named below
     return _compact(raw) or _json(parse_json(raw, where, UnreadableLine, parse_float=_number, parse_int=_number))
 
 
@@ -734,6 +742,7 @@ class ShapesSeen(AccumulatorParam[set[Shape]]):
 MESSAGES_OF_KEY, CHANGES_OF_KEY = "_messages_of_key", "_changes_of_key"
 # What a read task gives for each (topic, key) of its files: the message with the greatest order (updated,
 # then schema id, file and line), its after as JSON text, and the key's messages and distinct updated there.
+_STAMP_PAIR = pa.struct([("wall", pa.int64()), ("logical", pa.int64())])
 CHANGE_SCHEMA = pa.schema(
     [
         *(
@@ -743,7 +752,7 @@ CHANGE_SCHEMA = pa.schema(
         ),
         ("after", pa.binary()),  # the JSON object as written; null for a delete
         ("messages", pa.int64()),
-        ("stamps", pa.list_(pa.string())),  # the key's other distinct updated in the task (most keys: none)
+        ("stamps", pa.list_(_STAMP_PAIR)),  # the key's other distinct updated in the task, as (wall, logical)
     ]
 )
 # A latest change per key with its columns read: the message row and the key's counts over the whole batch.
@@ -790,39 +799,41 @@ class LatestPerKey:
         self._topics.clear()
 
 
-def _stamp(wall: int, logical: int) -> str:
-    return f"{wall}.{logical:010d}"
-
-
 def _change_batch(topic: str, items: list[tuple[bytes, list[Any]]], url: Callable[[str], str]) -> pa.RecordBatch:
-    keys: list[str] = []
-    orders: list[tuple[int, int, int, str, int]] = []
-    afters: list[bytes | None] = []
-    counts: list[int] = []
+    import pyarrow.compute as pc
+
+    keys = [compact_key(key, f"{url(held[0][3])}: line {held[0][4]}") for key, held in items]
+    helds = [held for _, held in items]
+    walls, logicals, schema_ids, files, lines = zip(*(held[0] for held in helds), strict=True)
     stamp_offsets: list[int] = [0]
-    stamps: list[str] = []
-    for key, (order, after, messages, others) in items:
-        keys.append(compact_key(key, f"{url(order[3])}: line {order[4]}"))
-        orders.append(order)
-        afters.append(after)
-        counts.append(messages)
+    other_walls: list[int] = []
+    other_logicals: list[int] = []
+    for order, _, _, others in helds:
         if others is not None:
-            stamps += [_stamp(*pair) for pair in others if pair != order[:2]]
-        stamp_offsets.append(len(stamps))
-    rows = len(items)
+            others.discard(order[:2])
+            for wall, logical in others:
+                other_walls.append(wall)
+                other_logicals.append(logical)
+        stamp_offsets.append(len(other_walls))
+    afters = pa.array([held[1] for held in helds], pa.binary())
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([topic] * rows, pa.string()),
-            pa.array([o[2] for o in orders], pa.int64()),
-            pa.array([o[3] for o in orders], pa.string()),
-            pa.array([o[4] for o in orders], pa.int64()),
+            pa.array([topic] * len(items), pa.string()),
+            pa.array(schema_ids, pa.int64()),
+            pa.array(files, pa.string()),
+            pa.array(lines, pa.int64()),
             pa.array(keys, pa.string()),
-            pa.array([o[0] for o in orders], pa.int64()),
-            pa.array([o[1] for o in orders], pa.int64()),
-            pa.array([a is None for a in afters], pa.bool_()),
-            pa.array(afters, pa.binary()),
-            pa.array(counts, pa.int64()),
-            pa.ListArray.from_arrays(pa.array(stamp_offsets, pa.int32()), pa.array(stamps, pa.string())),
+            pa.array(walls, pa.int64()),
+            pa.array(logicals, pa.int64()),
+            pc.is_null(afters),
+            afters,
+            pa.array([held[2] for held in helds], pa.int64()),
+            pa.ListArray.from_arrays(
+                pa.array(stamp_offsets, pa.int32()),
+                pa.StructArray.from_arrays(
+                    [pa.array(other_walls, pa.int64()), pa.array(other_logicals, pa.int64())], fields=list(_STAMP_PAIR)
+                ),
+            ),
         ],
         schema=CHANGE_SCHEMA,
     )
@@ -836,6 +847,21 @@ def raw_messages_of(store: Store, row: dict[str, Any], quarantine: Quarantined |
     return ndjson_raw_messages(store, row["key"], row["compression"], quarantine, row["topic"])
 
 
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector off inside (and back as it was after): a task's table of picks makes millions of
+    tuples and lists, and each collection would walk them all again."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def latest_in_task(
     batches: Iterable[pa.RecordBatch], quarantine: Accumulator[Quarantined] | None = None
 ) -> Iterator[pa.RecordBatch]:
@@ -845,36 +871,104 @@ def latest_in_task(
     set_aside: Quarantined | None = {} if quarantine is not None else None
     stores: dict[str, Store] = {}
     latest = LatestPerKey()
-    for row in (row for batch in batches for row in batch.to_pylist()):
-        store = stores.setdefault(row["root"], Store(row["root"]))
-        for messages in raw_messages_of(store, row, set_aside):
-            latest.add(messages, row["topic"], row["schemaId"], row["key"])
-    root = next(iter(stores.values()), None)
-    yield from latest.batches(lambda file: root.url(file) if root is not None else file)
+    with _no_cycle_collection():  # millions of small containers, none in a cycle: collecting costs ~40 %
+        for row in (row for batch in batches for row in batch.to_pylist()):
+            store = stores.setdefault(row["root"], Store(row["root"]))
+            for messages in raw_messages_of(store, row, set_aside):
+                latest.add(messages, row["topic"], row["schemaId"], row["key"])
+        root = next(iter(stores.values()), None)
+        picks = list(latest.batches(lambda file: root.url(file) if root is not None else file))
+    yield from picks
     if quarantine is not None and set_aside:
         quarantine.add(set_aside)
+
+
+_NEWEST_FIRST = [
+    ("topic", "ascending"),
+    ("key", "ascending"),
+    ("wall", "descending"),
+    ("logical", "descending"),
+    ("schemaId", "descending"),
+    ("file", "descending"),
+    ("line", "descending"),
+]
+
+
+def final_picks(picks: pa.Table) -> pa.Table:
+    """Per (topic, key) the greatest of the read tasks' picks (:data:`CHANGE_SCHEMA`, every pick of each key
+    here), with ``MESSAGES_OF_KEY`` (the key's messages) and ``CHANGES_OF_KEY`` (its distinct ``updated``
+    over all the tasks: a change repeated in two tasks counts once), all in Arrow's C++ kernels.
+
+    >>> pair = lambda w: {"wall": w, "logical": 0}
+    >>> picks = pa.Table.from_pylist([
+    ...     {"topic": "t", "key": "[1]", "wall": 5, "logical": 0, "schemaId": 1, "file": "a", "line": 1,
+    ...      "deleted": True, "messages": 2, "stamps": [pair(4)]},
+    ...     {"topic": "t", "key": "[1]", "wall": 4, "logical": 0, "schemaId": 1, "file": "b", "line": 9,
+    ...      "deleted": False, "after": b"{}", "messages": 1, "stamps": []}], schema=CHANGE_SCHEMA)
+    >>> [(r["wall"], r["file"], r[MESSAGES_OF_KEY], r[CHANGES_OF_KEY]) for r in final_picks(picks).to_pylist()]
+    [(5, 'a', 3, 2)]
+    """
+    import pyarrow.compute as pc
+
+    rows = picks.num_rows
+    if rows == 0:
+        return (
+            picks.drop_columns(["messages", "stamps"])
+            .append_column(MESSAGES_OF_KEY, pa.array([], pa.int64()))
+            .append_column(CHANGES_OF_KEY, pa.array([], pa.int64()))
+        )
+    ordered = picks.sort_by(_NEWEST_FIRST)
+    topic, key = ordered.column("topic"), ordered.column("key")
+    starts = pc.or_(
+        pc.not_equal(topic.slice(1), topic.slice(0, rows - 1)), pc.not_equal(key.slice(1), key.slice(0, rows - 1))
+    )
+    firsts = pa.concat_arrays([pa.array([0], pa.int64()), pc.add(pc.indices_nonzero(starts), 1).cast(pa.int64())])
+    greatest = ordered.take(firsts).drop_columns(["messages", "stamps"])
+    messages = picks.group_by(["topic", "key"]).aggregate([("messages", "sum")])
+    others = picks.column("stamps").combine_chunks()
+    parents, flat = pc.list_parent_indices(others), pc.list_flatten(others)
+    stamps = pa.concat_tables(
+        [
+            picks.select(["topic", "key", "wall", "logical"]),
+            pa.table(
+                {
+                    "topic": picks.column("topic").take(parents),
+                    "key": picks.column("key").take(parents),
+                    "wall": flat.field("wall"),
+                    "logical": flat.field("logical"),
+                }
+            ),
+        ]
+    )
+    changes = (stamps.group_by(["topic", "key", "wall", "logical"]).aggregate([]).group_by(["topic", "key"])).aggregate(
+        [([], "count_all")]
+    )
+    counts = messages.join(changes, ["topic", "key"]).rename_columns(["topic", "key", MESSAGES_OF_KEY, CHANGES_OF_KEY])
+    return greatest.join(counts, ["topic", "key"])
 
 
 def latest_rows(
     batches: Iterable[pa.RecordBatch], root: str, shapes: Accumulator[set[Shape]] | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body after the final pick: each latest change's ``after`` read into its columns
-    (:data:`LATEST_SCHEMA`); the shapes of the rows are added to ``shapes`` when given. Only the changes kept
-    are read so: a superseded message's columns are never looked at."""
+    """``mapInArrow`` body of the final pick: the read tasks' picks in (:data:`CHANGE_SCHEMA`, every pick of
+    a key in one partition), the greatest per key (:func:`final_picks`) out, its ``after`` read into its
+    columns (:data:`LATEST_SCHEMA`); the shapes of the rows are added to ``shapes`` when given. Only the
+    changes kept are read so: a superseded message's columns are never looked at."""
     store = Store(root)
     seen: set[Shape] = set()
-    kept = [name for name in LATEST_SCHEMA.names if name not in ("values", "kinds")]
-    for batch in batches:
+    kept = [name for name in LATEST_SCHEMA.names if name not in ("values", "kinds", "updated")]
+    picked = final_picks(pa.Table.from_batches(list(batches), schema=CHANGE_SCHEMA))
+    for batch in picked.to_batches(BATCH_ROWS):
         columns = _Columns()
         files, lines = batch.column("file").to_pylist(), batch.column("line").to_pylist()
+        walls, logicals = batch.column("wall").to_pylist(), batch.column("logical").to_pylist()
         for after, file, line in zip(batch.column("after").to_pylist(), files, lines, strict=True):
             columns.add(after, f"{store.url(file)}: line {line}")
         values, kinds = columns.maps(batch.column("deleted"))
         arrays = {name: batch.column(name) for name in kept}
-        out = pa.RecordBatch.from_arrays(
-            [values if n == "values" else kinds if n == "kinds" else arrays[n] for n in LATEST_SCHEMA.names],
-            schema=LATEST_SCHEMA,
-        )
+        arrays["updated"] = pa.array([f"{w}.{lg:010d}" for w, lg in zip(walls, logicals, strict=True)], pa.string())
+        arrays["values"], arrays["kinds"] = values, kinds
+        out = pa.RecordBatch.from_arrays([arrays[n] for n in LATEST_SCHEMA.names], schema=LATEST_SCHEMA)
         if shapes is not None:
             seen |= row_shapes(out)
         yield out

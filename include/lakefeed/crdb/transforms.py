@@ -1,48 +1,20 @@
-"""Pure pieces of the CockroachDB pipeline: the last change per key, column types, target rows."""
+"""Pure pieces of the CockroachDB pipeline: column types and target rows (the last change per key is picked in
+the workers: :func:`lakefeed.crdb.messages.final_picks`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakefeed.crdb.messages import CHANGES_OF_KEY, MESSAGES_OF_KEY, Shape
+from lakefeed.crdb.messages import Shape
 
 # Columns every target carries besides the row's own: the merge key, the change's HLC, the tombstone flag.
 KEY_COLUMN, UPDATED_COLUMN, DELETED_COLUMN = "_crdb_key", "_crdb_updated", "_crdb_deleted"
 TARGET_COLUMNS = (KEY_COLUMN, UPDATED_COLUMN, DELETED_COLUMN)
 # An HLC "<wall>.<10-digit logical>" as an exact decimal: 19 + 10 digits, so SQL compares it exactly.
 HLC_DECIMAL = "decimal(38,10)"
-
-
-def latest_per_key(changes: DataFrame) -> DataFrame:
-    """Per (topic, key) the change with the greatest ``updated`` (wall, then logical); an equal ``updated``
-    is the same change emitted again, where the higher schema version (a backfill's re-emission), then the
-    later file, then the later line wins. File order never decides between different ``updated``.
-
-    ``changes`` are the read tasks' picks (:data:`~lakefeed.crdb.messages.CHANGE_SCHEMA`: each task's
-    greatest message per key, with the key's messages and distinct ``updated`` there), so this is the
-    final pick among them. ``MESSAGES_OF_KEY`` and ``CHANGES_OF_KEY`` count the key's messages and distinct
-    ``updated`` over all the tasks in the same pass (one shuffle, one sort)."""
-    newest_first = Window.partitionBy("topic", "key").orderBy(
-        F.col("wall").desc(),
-        F.col("logical").desc(),
-        F.col("schemaId").desc(),
-        F.col("file").desc(),
-        F.col("line").desc(),
-    )
-    whole_key = newest_first.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    return (
-        changes.withColumn("updated", F.format_string("%d.%010d", "wall", "logical"))
-        .withColumn("_rank", F.row_number().over(newest_first))
-        .withColumn(MESSAGES_OF_KEY, F.sum("messages").over(whole_key))
-        .withColumn("_picked", F.collect_list("updated").over(whole_key))
-        .withColumn("_others", F.collect_list("stamps").over(whole_key))
-        .where("_rank = 1")
-        .withColumn(CHANGES_OF_KEY, F.size(F.array_distinct(F.concat("_picked", F.flatten("_others")))).cast("long"))
-        .drop("_rank", "_picked", "_others", "messages", "stamps")
-    )
 
 
 def kinds_by_column(shapes: Iterable[Shape]) -> dict[str, dict[str, set[str]]]:

@@ -365,30 +365,33 @@ def test_picks_per_task_then_among_tasks_give_the_pick_over_all_messages(describ
     """Whatever the grouping of files into tasks, each task's greatest message per key (LatestPerKey), then the
     greatest of those, is the greatest message over all: the same row, the key's messages and distinct updated
     counted exactly (a change repeated in two tasks counts once)."""
-    from lakefeed.crdb.messages import LatestPerKey, compact_key
+    from lakefeed.crdb.messages import (
+        CHANGE_SCHEMA,
+        CHANGES_OF_KEY,
+        MESSAGES_OF_KEY,
+        LatestPerKey,
+        compact_key,
+        final_picks,
+    )
 
     files: dict[int, list] = {}
     for number, (key, wall, logical, after, file, schema_id) in enumerate(described, start=1):
         files.setdefault(file, []).append((key, wall, logical, number, after, schema_id))
-    picks = []
+    batches = []
     for task in range(tasks):
         latest = LatestPerKey()
         for file, messages in sorted(files.items()):
             if file % tasks == task:
                 for key, wall, logical, line, after, schema_id in messages:
-                    latest.add([(key, wall, logical, line, after)], "t", schema_id, f"f{file}")
-        picks += [row for batch in latest.batches(str) for row in batch.to_pylist()]
+                    latest.add([(key, wall, logical, line, after)], "tu"[file % 2], schema_id, f"f{file}")
+        batches += list(latest.batches(str))
+    picked = final_picks(pa.Table.from_batches(batches, schema=CHANGE_SCHEMA))
+    got = {(row["topic"], row["key"]): row for row in picked.to_pylist()}
+    assert len(got) == picked.num_rows  # one row per key
 
     def order(row):
         return (row["wall"], row["logical"], row["schemaId"], row["file"], row["line"])
 
-    got = {}
-    for row in picks:
-        held = got.setdefault(row["key"], {"pick": row, "messages": 0, "stamps": set()})
-        held["messages"] += row["messages"]
-        held["stamps"] |= {f"{row['wall']}.{row['logical']:010d}", *row["stamps"]}
-        if order(row) > order(held["pick"]):
-            held["pick"] = row
     want = {}
     for number, (key, wall, logical, after, file, schema_id) in enumerate(described, start=1):
         row = {
@@ -399,14 +402,29 @@ def test_picks_per_task_then_among_tasks_give_the_pick_over_all_messages(describ
             "line": number,
             "after": after,
         }
-        held = want.setdefault(compact_key(key, "k"), {"pick": row, "messages": 0, "stamps": set()})
+        held = want.setdefault(("tu"[file % 2], compact_key(key, "k")), {"pick": row, "messages": 0, "stamps": set()})
         held["messages"] += 1
-        held["stamps"].add(f"{wall}.{logical:010d}")
+        held["stamps"].add((wall, logical))
         if order(row) > order(held["pick"]):
             held["pick"] = row
     assert set(got) == set(want)
     for key, held in want.items():
-        pick = got[key]["pick"]
+        pick = got[key]
         assert {name: pick[name] for name in held["pick"]} == held["pick"]
         assert pick["deleted"] == (held["pick"]["after"] is None)
-        assert (got[key]["messages"], got[key]["stamps"]) == (held["messages"], held["stamps"])
+        assert (pick[MESSAGES_OF_KEY], pick[CHANGES_OF_KEY]) == (held["messages"], len(held["stamps"]))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"after": null, "key": ["\xf5x"], "updated": "1.0000000000"}',
+        b'{"after": {"name": "\xe3("}, "key": [1], "updated": "1.0000000000"}',
+        b'{"after": {"na\xe3(me": 1}, "key": [1], "updated": "1.0000000000"}',
+    ],
+)
+def test_bytes_that_are_not_utf8_are_refused_naming_the_line(tmp_path, line):
+    """msgspec keeps a key or a value as raw bytes without checking UTF-8: the line is still refused by name."""
+    store, key = write(tmp_path, "f.ndjson", LINES[1].encode() + b"\n" + line + b"\n")
+    with pytest.raises(FeedCorruptError, match=r"f.ndjson: line 2: malformed JSON"):
+        rows(ndjson_messages(store, key, "t", 1, None))
