@@ -186,7 +186,8 @@ def main() -> None:
     full, _ = feed("feed_1m", FULL)
     previous, _ = feed("feed_1m_previous_day", PREVIOUS_DAY)
     subset, _ = feed("feed_subset", SUBSET)
-    from lakefeed.blob.job import plan, read_records
+    from lakefeed.blob.job import read_records
+    from lakefeed.blob.job import reading as plan
 
     feed_root = str(full)
     last = ChangeFeed(Store(feed_root)).last_consumable()
