@@ -134,16 +134,20 @@ def first_load(
     metadata: dict[str, Any],
     *,
     partition_by: tuple[str, ...] = (),
+    exclusive: bool = False,
 ) -> dict[str, Any] | None:
     """Create the absent table at ``path`` holding ``rows`` in one tagged commit
-    (:func:`create_table_with_rows`) and return that commit (:func:`tagged_write`); None, with nothing
-    written, when another writer created the table first (the caller then merges into that one)."""
+    (:func:`create_table_with_rows`; ``exclusive`` as there: properties other than ``delta.*`` kept) and
+    return that commit (:func:`tagged_write`); None, with nothing written, when another writer created the
+    table first (the caller then merges into that one)."""
     try:
         commit = tagged_write(
             spark,
             path,
             metadata,
-            lambda: create_table_with_rows(spark, path, rows, properties, partition_by=partition_by),
+            lambda: create_table_with_rows(
+                spark, path, rows, properties, partition_by=partition_by, exclusive=exclusive
+            ),
             attempts=1,
         )
     except Exception as exc:

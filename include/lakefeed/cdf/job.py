@@ -90,9 +90,9 @@ from lakefeed.delta import (
     UPDATED_IN_PLACE,
     count_effects,
     create_table_with_rows,
-    created_by_another,
     effects_of_new_keys,
     ensure_table,
+    first_load,
     keys_named,
     naming_keys_pays,
     reported_commit,
@@ -642,17 +642,8 @@ def _rebuild(
     target_log = DeltaLog(Store(target))
     if not target_log.commit_versions():
         properties = {**TARGET_PROPERTIES, BASE_VERSION_PROPERTY: str(end)}
-        try:
-            commit = tagged_write(
-                spark,
-                spark_target,
-                rebuild,
-                lambda: create_table_with_rows(spark, spark_target, rows, properties, exclusive=True),
-                attempts=1,
-            )
-        except Exception as exc:
-            if not created_by_another(exc):
-                raise
+        commit = first_load(spark, spark_target, rows, properties, rebuild, exclusive=True)
+        if commit is None:
             summary.plan = replace(summary.plan or RangePlan(), chosen=MERGE, reason="another run created the target")
             return False
     else:
