@@ -78,6 +78,7 @@ PIPELINE = "cockroach_changefeed"
 LEDGER = APPLIED_FILES_TABLE
 TARGET_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
 DEFAULT_LATE_FILE_LOOKBACK = timedelta(hours=24)
+COMPRESSED_RATIO = 8  # about how much larger a gzip or zstd file of changefeed JSON lines is decompressed
 
 
 def reading(
@@ -280,9 +281,11 @@ def _read_latest(
 
 
 def read_tasks(files: list[SinkFile], slots: int, task_bytes: int = TASK_BYTES) -> list[list[SinkFile]]:
-    """The range's files in groups, one read task each: as many groups as task slots (or more, so no group
-    reads more than ``task_bytes``; never more than the files), of even bytes (the largest file first into
-    the lightest group). Fewer, larger groups see more of a key's messages, so fewer picks cross the shuffle.
+    """The range's files in groups, one read task each: as many groups as task slots, or more so that groups
+    average no more than ``task_bytes`` of text (a compressed file counts :data:`COMPRESSED_RATIO` times its
+    size: a task's table of picks grows with what it decodes), never more groups than files; of even bytes
+    (the largest file first into the lightest group). Fewer, larger groups see more of a key's messages, so
+    fewer picks cross the shuffle.
 
     >>> files = [SinkFile(f"{n}", "DATA", Hlc(1), size, "t") for n, size in enumerate([5, 4, 3, 3, 1])]
     >>> [[f.size for f in group] for group in read_tasks(files, 2)]
@@ -290,7 +293,7 @@ def read_tasks(files: list[SinkFile], slots: int, task_bytes: int = TASK_BYTES) 
     >>> [len(group) for group in read_tasks(files, 2, task_bytes=4)], read_tasks([], 2)
     ([1, 1, 2, 1], [])
     """
-    total = sum(f.size for f in files)
+    total = sum(f.size * (COMPRESSED_RATIO if f.compression else 1) for f in files)
     count = min(len(files), max(1, slots, -(-total // task_bytes)))
     groups: list[tuple[int, int, list[SinkFile]]] = [(0, n, []) for n in range(count)]
     for f in sorted(files, key=lambda f: -f.size):

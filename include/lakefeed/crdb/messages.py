@@ -419,7 +419,8 @@ def _fast_messages(block: bytes, before: int) -> list[RawMessage] | None:
     envelope is read here: ``after``'s columns are read by :func:`message_batch`, for the messages kept."""
     try:
         envelopes = _ENVELOPES.decode_lines(block)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # deep nesting: a RecursionError
+        block.decode()  # msgspec.Raw leaves key and after unchecked: bytes that are not UTF-8 go line by line
+    except (ValueError, RecursionError):  # msgspec's DecodeError, bytes that are not UTF-8, deep nesting
         return None
     if len(envelopes) != block.count(b"\n") + (0 if block.endswith(b"\n") else 1):
         return None  # blank lines (skipped by the decoder): line numbers need the exact path
@@ -748,7 +749,7 @@ CHANGE_SCHEMA = pa.schema(
         *(
             MESSAGE_SCHEMA.field(name)
             for name in MESSAGE_SCHEMA.names
-            if name not in ("updated", "values", "kinds")  # updated: made from wall and logical by the JVM
+            if name not in ("updated", "values", "kinds")  # updated: written for the kept rows only
         ),
         ("after", pa.binary()),  # the JSON object as written; null for a delete
         ("messages", pa.int64()),
@@ -943,7 +944,9 @@ def final_picks(picks: pa.Table) -> pa.Table:
     changes = (stamps.group_by(["topic", "key", "wall", "logical"]).aggregate([]).group_by(["topic", "key"])).aggregate(
         [([], "count_all")]
     )
-    counts = messages.join(changes, ["topic", "key"]).rename_columns(["topic", "key", MESSAGES_OF_KEY, CHANGES_OF_KEY])
+    counts = messages.join(changes, ["topic", "key"])
+    named = {"messages_sum": MESSAGES_OF_KEY, "count_all": CHANGES_OF_KEY}
+    counts = counts.rename_columns([named.get(name, name) for name in counts.column_names])
     return greatest.join(counts, ["topic", "key"])
 
 

@@ -428,3 +428,41 @@ def test_bytes_that_are_not_utf8_are_refused_naming_the_line(tmp_path, line):
     store, key = write(tmp_path, "f.ndjson", LINES[1].encode() + b"\n" + line + b"\n")
     with pytest.raises(FeedCorruptError, match=r"f.ndjson: line 2: malformed JSON"):
         rows(ndjson_messages(store, key, "t", 1, None))
+
+
+@pytest.mark.parametrize("quarantined", [False, True])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'{"after": {"name": "\xe3("}, "key": [1], "updated": "1.0000000000"}',  # superseded by line 1
+        b'{"after": {"name": "\xe3("}, "key": [1], "updated": "3.0000000000"}',  # would be the pick
+        b'{"after": null, "key": ["\xf5x"], "updated": "1.0000000000"}',
+    ],
+)
+def test_the_jobs_read_refuses_or_sets_aside_bytes_that_are_not_utf8(tmp_path, bad, quarantined):
+    """Through the job's own steps (a read task's picks, then the final pick): a line holding bytes that are not
+    UTF-8, superseded or not, is refused naming it, or set aside when quarantine is on, never taken as read."""
+    from lakefeed.crdb.messages import FILE_INPUT_SCHEMA, latest_in_task, latest_rows
+
+    good = b'{"after": {"name": "ok"}, "key": [1], "updated": "2.0000000000"}'
+    store, key = write(tmp_path, "f.ndjson", good + b"\n" + bad + b"\n")
+    row = {"root": str(tmp_path), "key": key, "topic": "t", "schemaId": 1, "format": "ndjson"}
+    inputs = [pa.RecordBatch.from_pylist([{**row, "compression": None, "keyColumns": ""}], schema=FILE_INPUT_SCHEMA)]
+
+    class Gathered:
+        def __init__(self):
+            self.value = {}
+
+        def add(self, lines):
+            self.value = {**self.value, **lines}
+
+    if not quarantined:
+        with pytest.raises(FeedCorruptError, match=r"f.ndjson: line 2: malformed JSON"):
+            list(latest_rows(latest_in_task(inputs), str(tmp_path)))
+        return
+    quarantine = Gathered()
+    kept = rows(
+        batch.select(MESSAGE_SCHEMA.names) for batch in latest_rows(latest_in_task(inputs, quarantine), str(tmp_path))
+    )
+    assert list(quarantine.value) == [(store.url(key), 2)]
+    assert [(r["line"], dict(r["values"])) for r in kept] == [(1, {"name": "ok"})]
