@@ -75,21 +75,25 @@ if "LAKEFEED_JARS_DIR" not in os.environ:
 # ones start at once and the many short ones (unit tests last) fill in around them, instead of one long
 # file starting when everything else is done (xdist's default order, by test count, does just that:
 # it puts these one- to four-test files last).
-LONGEST_FIRST = (  # measured in a CI rehearsal (seconds of the file, under load)
-    "tests/stack/test_docker_stack.py",  # builds the images, then the stack in Docker: start it first
-    "tests/integration/test_cdf_dag.py",  # ~1100
-    "tests/integration/test_cdf_job.py",  # ~1100
-    "tests/integration/test_blob_dag.py",  # ~1000
-    "tests/integration/test_cdf_dag_identity.py",  # ~550
-    "tests/integration/test_blob_job.py",  # ~500
-    "tests/ui/test_ui.py",  # ~400
-    "tests/integration/test_azure_dags.py",  # ~240 alone
-    "tests/integration/test_azure_crdb_dag.py",  # ~150 alone
-    "tests/integration/test_crdb_dag_identity.py",  # ~390
-    "tests/integration/test_crdb_dag.py",  # ~380
-    "tests/integration/test_blob_dag_retention.py",  # ~310
-    "tests/integration/test_cdf_dag_added_column.py",  # ~300
-    "tests/integration/test_crdb_job.py",  # ~250
+LONGEST_FIRST = (  # seconds of each file in a CI rehearsal (2026-11-28, two workers, under load)
+    "tests/stack/test_docker_stack.py",  # ~2400: builds the images, then the stack in Docker: start it first
+    "tests/integration/test_blob_dag.py",  # ~710
+    "tests/integration/test_cdf_dag.py",  # ~690
+    "tests/ui/test_ui.py",  # ~620
+    "tests/integration/test_cdf_dag_identity.py",  # ~520
+    "tests/integration/test_cdf_job.py",  # ~440
+    "tests/integration/test_blob_job.py",  # ~360
+    "tests/integration/test_cdf_scd2.py",  # ~340
+    "tests/integration/test_cdf_dag_scd2.py",  # ~300
+    "tests/integration/test_crdb_sql_dag.py",  # ~220
+    "tests/integration/test_crdb_job.py",  # ~210
+    "tests/integration/test_blob_dag_retention.py",  # ~190
+    "tests/integration/test_azure_dags.py",  # ~190
+    "tests/integration/test_cdf_dag_tombstones.py",  # ~180
+    "tests/integration/test_crdb_dag.py",  # ~170
+    "tests/integration/test_azure_crdb_dag.py",  # ~160
+    "tests/integration/test_cdf_dag_added_column.py",  # ~150
+    "tests/integration/test_crdb_dag_identity.py",  # ~100
 )
 
 

@@ -169,6 +169,9 @@ def run_spark_job(
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, force=True, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # The Azure SDK logs each HTTP request and response at INFO (azure.core's http_logging_policy, ~30 lines
+    # each, headers redacted): a task log would hold thousands of them. Its warnings and errors stay.
+    logging.getLogger("azure").setLevel(logging.WARNING)
     log = logging.getLogger(app_name)
     try:
         prepared = prepare()
