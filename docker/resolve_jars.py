@@ -16,14 +16,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
 
-from lakefeed.spark import resolve_packages, runtime_packages
+from lakefeed.spark import beyond_spark, resolve_packages, runtime_packages
 
 
 def main(target: str) -> None:
     folder = Path(target)
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ivy-") as ivy:
-        jars = resolve_packages(runtime_packages(), ivy_dir=Path(ivy))
+        jars = beyond_spark(resolve_packages(runtime_packages(), ivy_dir=Path(ivy)))
         for jar in jars:
             shutil.copy(jar, folder / jar.name)
     print(f"{len(jars)} jars in {folder}: {', '.join(sorted(j.name for j in jars))}")

@@ -36,12 +36,33 @@ if [ ! -x node_modules/.bin/azurite-blob ] || [ package-lock.json -nt node_modul
   npm ci --no-audit --no-fund --loglevel=error
 fi
 
-# spark-defaults.conf of the pip-installed Spark: plain `spark-submit` (no
-# --packages) then loads Delta from Maven Central (cached by Ivy in
-# ~/.ivy2.5.2) and runs Python workers with the virtualenv's interpreter.
+# Delta Lake's jars, resolved once (Ivy, from Maven Central) and copied into the virtualenv; Spark's defaults
+# below name them (spark.jars), so a plain spark-submit loads them without asking Ivy again at each start
+# (~2 s of a 2-core machine per job) and runs offline. Resolved again when the pinned versions change.
+# (A DAG task's spark-submit still names its packages, hadoop-azure's for Azure storage among them, unless
+# LAKEFEED_JARS_DIR names a folder holding them all, as in the images.)
+JARS_DIR="$VENV/spark-jars"
+"$VENV/bin/python" - "$JARS_DIR" <<'PY'
+import shutil, sys, tempfile
+from pathlib import Path
+from lakefeed.spark import beyond_spark, delta_package, resolve_packages
+folder, packages = Path(sys.argv[1]), delta_package()
+stamp = folder / "PACKAGES"
+if not (stamp.exists() and stamp.read_text() == packages and any(folder.glob("*.jar"))):
+    print(f"setup: resolving {packages} into {folder}")
+    staging = Path(tempfile.mkdtemp(prefix="spark-jars-", dir=folder.parent))
+    for jar in beyond_spark(resolve_packages(packages)):
+        shutil.copy(jar, staging / jar.name)
+    (staging / "PACKAGES").write_text(packages)
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+PY
+
+# spark-defaults.conf of the pip-installed Spark: plain `spark-submit` (no --packages or --jars) then loads
+# Delta from those jars and runs Python workers with the virtualenv's interpreter.
 SPARK_HOME=$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
 mkdir -p "$SPARK_HOME/conf"
-"$VENV/bin/python" - "$SPARK_HOME/conf/spark-defaults.conf" "$VENV/bin/python" <<'PY'
+LAKEFEED_JARS_DIR="$JARS_DIR" "$VENV/bin/python" - "$SPARK_HOME/conf/spark-defaults.conf" "$VENV/bin/python" <<'PY'
 import sys
 from lakefeed.spark import DELTA_EXTENSIONS, SESSION_DEFAULTS, SESSION_REQUIRED, SUBMIT_SETTINGS, jar_settings
 path, python = sys.argv[1:]

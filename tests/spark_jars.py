@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from lakefeed.spark import resolve_packages
+from lakefeed.spark import beyond_spark, resolve_packages
 
 
 def spark_home_conf() -> Path:
@@ -35,12 +35,12 @@ def spark_defaults_path() -> Path:
 
 def resolve_jars(packages: str, cache_root: Path) -> Path:
     """A folder of links to the jars Spark resolves for ``packages`` (Maven coordinates, comma-separated)."""
-    key = hashlib.sha256(packages.encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"beyond-spark:{packages}".encode()).hexdigest()[:16]  # only the jars Spark lacks
     folder = cache_root / f"spark-jars-{key}"
     links = list(folder.glob("*.jar")) if folder.is_dir() else []
     if links and all(link.exists() for link in links):
         return folder
-    jars = resolve_packages(packages)
+    jars = beyond_spark(resolve_packages(packages))
     cache_root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{folder.name}-", dir=cache_root))
     for jar in jars:

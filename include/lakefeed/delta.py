@@ -276,7 +276,34 @@ def find_commit(
     spark: SparkSession, path: str, after_version: int, token: str, depth: int = 100
 ) -> dict[str, Any] | None:
     """Version, operation, metrics and userMetadata of the commit after ``after_version`` tagged with
-    ``token`` (other writers may have committed around it), among the table's last ``depth`` commits."""
+    ``token`` (other writers may have committed around it), among the next ``depth`` commits.
+
+    Read from the commit files themselves (``_delta_log/<version>.json``, from ``after_version + 1`` on until
+    one is not there yet: commits are numbered without gaps), a read or two of small objects; Delta's
+    ``history()`` would read the table's last ``depth`` commits and run a Spark job over them (~0.5-1 s a
+    write here, more on object storage). A location this process cannot read asks ``history()``."""
+    from lakefeed.deltalog import DeltaLog
+    from lakefeed.storage import Store
+
+    try:
+        commits = DeltaLog(Store(path)).commit_infos_after(after_version, depth)
+    except Exception as exc:  # any reason this process cannot read the log: Delta's own history
+        log.info("%s: reading the commits after %d from Delta's history (%s)", path, after_version, exc)
+        commits = _history_after(spark, path, after_version, depth)
+    for version, info in commits:
+        raw = info.get("userMetadata")
+        metadata = json.loads(raw) if raw else None
+        if metadata and metadata.get(COMMIT_TOKEN) == token:
+            return {
+                "version": version,
+                "operation": info.get("operation"),
+                "metrics": {k: int(v) for k, v in (info.get("operationMetrics") or {}).items() if str(v).isdigit()},
+                "userMetadata": metadata,
+            }
+    return None
+
+
+def _history_after(spark: SparkSession, path: str, after_version: int, depth: int) -> list[tuple[int, dict[str, Any]]]:
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -287,16 +314,7 @@ def find_commit(
         .select("version", "operation", "operationMetrics", "userMetadata")
         .collect()
     )
-    for row in rows:
-        metadata = json.loads(row["userMetadata"]) if row["userMetadata"] else None
-        if metadata and metadata.get(COMMIT_TOKEN) == token:
-            return {
-                "version": row["version"],
-                "operation": row["operation"],
-                "metrics": {k: int(v) for k, v in (row["operationMetrics"] or {}).items() if v.isdigit()},
-                "userMetadata": metadata,
-            }
-    return None
+    return [(row["version"], row.asDict()) for row in rows]
 
 
 def reported_commit(table: str, commit: dict[str, Any] | None) -> list[dict[str, Any]]:

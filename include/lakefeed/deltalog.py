@@ -120,6 +120,23 @@ class DeltaLog:
                 return info
         return {}
 
+    def commit_infos_after(self, after: int, most: int) -> list[tuple[int, dict[str, Any]]]:
+        """``(version, commitInfo)`` of the commits after ``after``, oldest first, at most ``most``: read from
+        ``after + 1`` on until a commit file is not there (commits are numbered without gaps; a table with no
+        commit yet starts at 0)."""
+        found: list[tuple[int, dict[str, Any]]] = []
+        for version in range(after + 1, after + 1 + most):
+            try:
+                raw = self.store.read_bytes(f"{LOG_DIR}/{version:020d}.json")
+            except FileNotFoundError:
+                break
+            where = self.store.url(f"{LOG_DIR}/{version:020d}.json")
+            # Only the commitInfo action is parsed (a first load's commit holds an add action per data file).
+            infos = (line for line in raw.decode(errors="replace").splitlines() if line.startswith('{"commitInfo"'))
+            info = next(infos, None)
+            found.append((version, parse_json(info, where, ChangeDataError)["commitInfo"] if info else {}))
+        return found
+
     def commit_timestamp(self, version: int) -> int | None:
         """Milliseconds since the epoch a commit was made at (its in-commit timestamp when enabled)."""
         info = self.commit_info(version)

@@ -213,6 +213,32 @@ def test_two_first_loads_at_once_both_exit_0_and_the_tables_equal_the_truth(spar
         assert all(row["operation"] != "WRITE" for row in history[1:])
 
 
+def test_a_value_that_does_not_fit_its_column_is_refused_naming_file_line_and_column(spark, tmp_path):
+    # customer_id is a bigint since the first load; a later line holding text there is refused by name (not
+    # Spark's ANSI cast error, which would exit 1 and be retried), and nothing is written.
+    truth = generate_sink(tmp_path / "sink", SinkSpec(**{**SPEC.__dict__, "steps": 12}))
+    apply(spark, tmp_path / "sink", tmp_path / "lake", None, truth.resolved[0])
+    before = tables(spark, tmp_path / "lake"), versions(spark, tmp_path / "lake")
+    victim = next(
+        p
+        for p in sorted((tmp_path / "sink").rglob("*orders-1.ndjson"))
+        if p.name > Hlc.parse(truth.resolved[0]).file_timestamp()
+    )
+    lines = victim.read_text().splitlines()
+    message = json.loads(lines[0])
+    message["after"]["customer_id"] = "thirty-four"
+    newest = Hlc.parse(truth.resolved[-1])
+    message["updated"] = str(Hlc(newest.wall - 1, 0))  # the newest change of its key (the one kept)
+    lines[0] = json.dumps(message)
+    victim.write_text("\n".join(lines) + "\n")
+    with pytest.raises(
+        FeedCorruptError,
+        match=f"{victim.name}: line 1: the value of column 'customer_id' of topic orders does not fit its type bigint",
+    ):
+        apply(spark, tmp_path / "sink", tmp_path / "lake", truth.resolved[0], truth.resolved[-1])
+    assert (tables(spark, tmp_path / "lake"), versions(spark, tmp_path / "lake")) == before
+
+
 def test_a_first_load_is_one_commit_and_later_batches_merge(spark, tmp_path):
     truth = generate_sink(tmp_path / "sink", SPEC)
     middle = truth.resolved[len(truth.resolved) // 2]

@@ -89,3 +89,20 @@ def test_bytes_in_a_key_range_from_the_files_statistics(tmp_path):
     assert log.bytes_in_range("missing", 0, 1) == sum(sizes)  # no statistics: everything may hold it
     DeltaTable(str(tmp_path)).create_checkpoint()
     assert log.bytes_in_range("id", 0, 2000) == sum(sizes)
+
+
+def test_commit_infos_after_a_version_read_from_the_commit_files(tmp_path):
+    from deltalake import CommitProperties
+
+    assert log_of(tmp_path).commit_infos_after(-1, 100) == []  # no table yet
+    for i in range(3):
+        write_deltalake(
+            str(tmp_path),
+            pa.table({"id": list(range(50))}),  # a commit of several actions: commitInfo's line is found among them
+            mode="append",
+            commit_properties=CommitProperties(custom_metadata={"userMetadata": f'{{"n": {i}}}'}),
+        )
+    infos = log_of(tmp_path).commit_infos_after(0, 100)
+    assert [(version, info["userMetadata"]) for version, info in infos] == [(1, '{"n": 1}'), (2, '{"n": 2}')]
+    assert [version for version, _ in log_of(tmp_path).commit_infos_after(-1, 2)] == [0, 1]
+    assert log_of(tmp_path).commit_infos_after(2, 100) == []

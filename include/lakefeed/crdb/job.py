@@ -177,6 +177,13 @@ def run(
             )
         for topic in per_topic:
             _check_tombstone_horizon(f"{target_root.rstrip('/')}/{topic}", sink_range)
+        for topic in sorted(per_topic):  # every topic's values checked before any table is written
+            _refuse_values_that_do_not_fit(
+                latest.where(F.col("topic") == topic),
+                topic,
+                kinds.get(topic, {}),
+                _existing_types(spark, f"{tables}/{topic}"),
+            )
         summary.seconds["read"] = round(time.perf_counter() - clock, 3)
         metadata = {
             "pipeline": PIPELINE,
@@ -326,7 +333,7 @@ def _merge_topic(
     tags = {**metadata, "topic": topic}
     existing = _existing_types(spark, target)
     if not existing:
-        commit = first_load(spark, target, _typed_rows(latest, topic, kinds, existing), TARGET_PROPERTIES, tags)
+        commit = first_load(spark, target, _typed_rows(latest, kinds, existing), TARGET_PROPERTIES, tags)
         if commit is not None:
             commits += reported_commit(reported_as, commit)
             summary.target_version = commit["version"]
@@ -335,7 +342,7 @@ def _merge_topic(
             return summary
         existing = _existing_types(spark, target)
     types = _types(kinds, existing)
-    rows = _typed_rows(latest, topic, kinds, existing)
+    rows = _typed_rows(latest, kinds, existing)
     summary.added_columns = sorted(set(types) - set(existing)) if existing else []
 
     def prepare() -> None:
@@ -412,17 +419,27 @@ def _types(kinds: dict[str, set[str]], existing: dict[str, str]) -> dict[str, st
     return {name: existing.get(name) or column_type(found) for name, found in kinds.items()}
 
 
-def _typed_rows(latest: DataFrame, topic: str, kinds: dict[str, set[str]], existing: dict[str, str]) -> DataFrame:
-    """The topic's latest changes as target rows, every column typed (the table's columns it lacks
-    included); refused naming the file, line and column when a value does not fit its type."""
+def _refuse_values_that_do_not_fit(
+    latest: DataFrame, topic: str, kinds: dict[str, set[str]], existing: dict[str, str]
+) -> None:
+    """Refuse the batch, naming the file, line and column, when a value of the topic's latest changes does not
+    fit its column's type (one kept from earlier data, say); a check only of the columns where that can happen
+    (:func:`~lakefeed.crdb.transforms.may_not_fit`)."""
     types = _types(kinds, existing)
-    failure = cast_failures(latest, types).first()
+    failures = cast_failures(latest, types, kinds)
+    failure = failures.first() if failures is not None else None
     if failure is not None:
         raise FeedCorruptError(
             f"{failure['file']}: line {failure['line']}: the value of column "
             f"{failure['column']!r} of topic {topic} does not fit its type "
             f"{types[failure['column']]} (kept from earlier data); nothing was written"
         )
+
+
+def _typed_rows(latest: DataFrame, kinds: dict[str, set[str]], existing: dict[str, str]) -> DataFrame:
+    """The topic's latest changes as target rows, every column typed (the table's columns it lacks
+    included); its values were checked to fit (:func:`_refuse_values_that_do_not_fit`)."""
+    types = _types(kinds, existing)
     return target_rows(latest, {**{name: kind for name, kind in existing.items() if name not in types}, **types})
 
 

@@ -64,13 +64,31 @@ def target_rows(latest: DataFrame, types: dict[str, str]) -> DataFrame:
     )
 
 
-def cast_failures(latest: DataFrame, types: dict[str, str]) -> DataFrame:
-    """Rows where a non-null value does not fit its column's type (it would be lost): file, line, column."""
+def may_not_fit(kinds: set[str], kind: str) -> bool:
+    """Whether a value of one of ``kinds`` (its JSON literal's text) may not fit a column of type ``kind``: the
+    types :func:`column_type` gives hold every value of the kinds they were chosen for, but a ``decimal(38,0)``
+    not an integer of more than 38 digits, and a table's column keeps its type whatever later batches hold.
+
+    >>> may_not_fit({"i"}, "bigint"), may_not_fit({"i", "I", "f"}, "double"), may_not_fit({"j", "b"}, "string")
+    (False, False, False)
+    >>> may_not_fit({"I"}, "decimal(38,0)"), may_not_fit({"s"}, "bigint"), may_not_fit({"i"}, "int")
+    (True, True, True)
+    """
+    safe = {"string": None, "bigint": {"i"}, "boolean": {"b"}, "double": {"i", "I", "f"}, "decimal(38,0)": {"i"}}
+    if kind not in safe:
+        return True
+    holds = safe[kind]
+    return holds is not None and not kinds <= holds
+
+
+def cast_failures(latest: DataFrame, types: dict[str, str], kinds: dict[str, set[str]]) -> DataFrame | None:
+    """Rows where a non-null value does not fit its column's type (it would be lost): file, line, column;
+    None when the kinds of values seen (``kinds``: column -> kinds) all fit their columns, nothing to check."""
     checks = [
-        F.when(F.col("values")[name].isNotNull() & F.col("values")[name].cast(kind).isNull(), F.lit(name))
+        F.when(F.col("values")[name].isNotNull() & F.col("values")[name].try_cast(kind).isNull(), F.lit(name))
         for name, kind in types.items()
-        if kind != "string"
+        if may_not_fit(kinds.get(name, set()), kind)
     ]
     if not checks:
-        return latest.limit(0).select("file", "line", F.lit(None).cast("string").alias("column"))
+        return None
     return latest.select("file", "line", F.coalesce(*checks).alias("column")).where(F.col("column").isNotNull())
