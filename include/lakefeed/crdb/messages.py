@@ -26,6 +26,8 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
+from itertools import accumulate, chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO, Self, cast
 
 import msgspec
@@ -553,12 +555,20 @@ _LOOSE = re.compile(rb"[\s\\]|-0(?![0-9.eE])")  # what compacting could change: 
 
 def compact_key(raw: bytes, where: str) -> str:
     """A key array's text as the merge key: compact JSON, numbers as written (most keys already are)."""
+    quick = _quick_key(raw)
+    if quick is not None:
+        return quick
+    return _json(parse_json(raw, where, UnreadableLine, parse_float=_number, parse_int=_number))
+
+
+def _quick_key(raw: bytes) -> str | None:
+    """:func:`compact_key` of ``raw`` without naming its line: None when it needs the full path (or is not JSON)."""
     if _LOOSE.search(raw) is None:
         try:
             return raw.decode()
         except UnicodeDecodeError:
-            pass  # named below
-    return _compact(raw) or _json(parse_json(raw, where, UnreadableLine, parse_float=_number, parse_int=_number))
+            return None
+    return _compact(raw)
 
 
 def message_batch(messages: Sequence[RawMessage], topic: str, schema_id: int, key: str, url: str) -> pa.RecordBatch:
@@ -753,11 +763,19 @@ CHANGE_SCHEMA = pa.schema(
         ),
         ("after", pa.binary()),  # the JSON object as written; null for a delete
         ("messages", pa.int64()),
-        ("stamps", pa.list_(_STAMP_PAIR)),  # the key's other distinct updated in the task, as (wall, logical)
+        ("stamps", pa.list_(_STAMP_PAIR)),  # the key's distinct updated in the task as (wall, logical); [] if one
     ]
 )
 # A latest change per key with its columns read: the message row and the key's counts over the whole batch.
-LATEST_SCHEMA = pa.schema([*MESSAGE_SCHEMA, (MESSAGES_OF_KEY, pa.int64()), (CHANGES_OF_KEY, pa.int64())])
+# Without ``kinds``: the final pick gathers the kinds in Python (the shapes accumulator), and each map
+# column costs the JVM ~1 us an entry to take in from Arrow and to cache.
+LATEST_SCHEMA = pa.schema(
+    [
+        *(field for field in MESSAGE_SCHEMA if field.name != "kinds"),
+        (MESSAGES_OF_KEY, pa.int64()),
+        (CHANGES_OF_KEY, pa.int64()),
+    ]
+)
 # Input bytes a read task takes at most: its greatest-per-key table grows with the distinct keys it sees.
 TASK_BYTES = 256 << 20
 
@@ -769,7 +787,7 @@ class LatestPerKey:
     per task first and then among the tasks' picks gives the same row."""
 
     def __init__(self) -> None:
-        # topic -> key as written -> [order, after, messages, other stamps (None: only the order's)]
+        # topic -> key as written -> [order, after, messages, its distinct stamps (None: only the order's)]
         self._topics: dict[str, dict[bytes, list[Any]]] = {}
 
     def add(self, messages: Iterable[RawMessage], topic: str, schema_id: int, file: str) -> None:
@@ -803,20 +821,15 @@ class LatestPerKey:
 def _change_batch(topic: str, items: list[tuple[bytes, list[Any]]], url: Callable[[str], str]) -> pa.RecordBatch:
     import pyarrow.compute as pc
 
-    keys = [compact_key(key, f"{url(held[0][3])}: line {held[0][4]}") for key, held in items]
+    # The line is named (its file's URL built) only for a key that needs the full path.
+    keys = [_quick_key(key) or compact_key(key, f"{url(held[0][3])}: line {held[0][4]}") for key, held in items]
     helds = [held for _, held in items]
-    walls, logicals, schema_ids, files, lines = zip(*(held[0] for held in helds), strict=True)
-    stamp_offsets: list[int] = [0]
-    other_walls: list[int] = []
-    other_logicals: list[int] = []
-    for order, _, _, others in helds:
-        if others is not None:
-            others.discard(order[:2])
-            for wall, logical in others:
-                other_walls.append(wall)
-                other_logicals.append(logical)
-        stamp_offsets.append(len(other_walls))
-    afters = pa.array([held[1] for held in helds], pa.binary())
+    walls, logicals, schema_ids, files, lines = zip(*map(itemgetter(0), helds), strict=True)
+    # Each key's distinct stamps, its pick's own among them (the final pick counts them distinct), in C loops.
+    stamp_sets = [held[3] or () for held in helds]
+    stamp_offsets = [0, *accumulate(map(len, stamp_sets))]
+    other_walls, other_logicals = zip(*chain.from_iterable(stamp_sets), strict=True) if stamp_offsets[-1] else ((), ())
+    afters = pa.array(list(map(itemgetter(1), helds)), pa.binary())
     return pa.RecordBatch.from_arrays(
         [
             pa.array([topic] * len(items), pa.string()),
@@ -828,7 +841,7 @@ def _change_batch(topic: str, items: list[tuple[bytes, list[Any]]], url: Callabl
             pa.array(logicals, pa.int64()),
             pc.is_null(afters),
             afters,
-            pa.array([held[2] for held in helds], pa.int64()),
+            pa.array(list(map(itemgetter(2), helds)), pa.int64()),
             pa.ListArray.from_arrays(
                 pa.array(stamp_offsets, pa.int32()),
                 pa.StructArray.from_arrays(
@@ -959,7 +972,7 @@ def latest_rows(
     changes kept are read so: a superseded message's columns are never looked at."""
     store = Store(root)
     seen: set[Shape] = set()
-    kept = [name for name in LATEST_SCHEMA.names if name not in ("values", "kinds", "updated")]
+    kept = [name for name in LATEST_SCHEMA.names if name not in ("values", "updated")]
     picked = final_picks(pa.Table.from_batches(list(batches), schema=CHANGE_SCHEMA))
     for batch in picked.to_batches(BATCH_ROWS):
         columns = _Columns()
@@ -970,10 +983,10 @@ def latest_rows(
         values, kinds = columns.maps(batch.column("deleted"))
         arrays = {name: batch.column(name) for name in kept}
         arrays["updated"] = pa.array([f"{w}.{lg:010d}" for w, lg in zip(walls, logicals, strict=True)], pa.string())
-        arrays["values"], arrays["kinds"] = values, kinds
+        arrays["values"] = values
         out = pa.RecordBatch.from_arrays([arrays[n] for n in LATEST_SCHEMA.names], schema=LATEST_SCHEMA)
         if shapes is not None:
-            seen |= row_shapes(out)
+            seen |= row_shapes(out.append_column("kinds", kinds))
         yield out
     if shapes is not None:
         shapes.add(seen)
