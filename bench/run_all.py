@@ -251,7 +251,10 @@ def headline(results: dict) -> str:
             "",
         ),
     ]
-    lines = [f"Measured {blob.get('measured', '?')} on {blob.get('machine', '?')}; higher is better everywhere.", ""]
+    when = f"Measured {blob.get('measured', '?')}"
+    if crdb.get("measured") and crdb.get("measured") != blob.get("measured"):  # `python bench/crdb_bench.py` alone
+        when += f" (the CockroachDB rows {crdb['measured']})"
+    lines = [f"{when} on {blob.get('machine', '?')}; higher is better everywhere.", ""]
     lines += ["| run | measured | target | met |", "| --- | --- | --- | --- |"]
     for name, value, target, note in rows:
         shown = "not measured" if value is None else f"{value}x" if isinstance(value, float) else str(value)
