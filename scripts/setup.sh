@@ -44,18 +44,23 @@ fi
 JARS_DIR="$VENV/spark-jars"
 "$VENV/bin/python" - "$JARS_DIR" <<'PY'
 import shutil, sys, tempfile
+from importlib.metadata import version
 from pathlib import Path
 from lakefeed.spark import beyond_spark, delta_package, resolve_packages
 folder, packages = Path(sys.argv[1]), delta_package()
+wanted = f"{packages} beyond pyspark {version('pyspark')}\n"  # which jars are kept depends on Spark's own
 stamp = folder / "PACKAGES"
-if not (stamp.exists() and stamp.read_text() == packages and any(folder.glob("*.jar"))):
+if not (stamp.exists() and stamp.read_text() == wanted and any(folder.glob("*.jar"))):
     print(f"setup: resolving {packages} into {folder}")
     staging = Path(tempfile.mkdtemp(prefix="spark-jars-", dir=folder.parent))
-    for jar in beyond_spark(resolve_packages(packages)):
-        shutil.copy(jar, staging / jar.name)
-    (staging / "PACKAGES").write_text(packages)
-    shutil.rmtree(folder, ignore_errors=True)
-    staging.rename(folder)
+    try:
+        for jar in beyond_spark(resolve_packages(packages)):
+            shutil.copy(jar, staging / jar.name)
+        (staging / "PACKAGES").write_text(wanted)
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 PY
 
 # spark-defaults.conf of the pip-installed Spark: plain `spark-submit` (no --packages or --jars) then loads

@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from importlib.metadata import version
 from pathlib import Path
 
 from lakefeed.spark import beyond_spark, resolve_packages
@@ -35,7 +36,8 @@ def spark_defaults_path() -> Path:
 
 def resolve_jars(packages: str, cache_root: Path) -> Path:
     """A folder of links to the jars Spark resolves for ``packages`` (Maven coordinates, comma-separated)."""
-    key = hashlib.sha256(f"beyond-spark:{packages}".encode()).hexdigest()[:16]  # only the jars Spark lacks
+    # Only the jars Spark lacks are kept (lakefeed.spark.beyond_spark): which, depends on Spark's version too.
+    key = hashlib.sha256(f"{packages} beyond pyspark {version('pyspark')}".encode()).hexdigest()[:16]
     folder = cache_root / f"spark-jars-{key}"
     links = list(folder.glob("*.jar")) if folder.is_dir() else []
     if links and all(link.exists() for link in links):

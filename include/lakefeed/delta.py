@@ -285,11 +285,17 @@ def find_commit(
     from lakefeed.deltalog import DeltaLog
     from lakefeed.storage import Store
 
-    try:
-        commits = DeltaLog(Store(path)).commit_infos_after(after_version, depth)
-    except Exception as exc:  # any reason this process cannot read the log: Delta's own history
-        log.info("%s: reading the commits after %d from Delta's history (%s)", path, after_version, exc)
+    if path in _LOG_UNREADABLE:
         commits = _history_after(spark, path, after_version, depth)
+    else:
+        try:
+            commits = DeltaLog(Store(path)).commit_infos_after(after_version, depth)
+        except Exception as exc:  # any reason this process cannot read the log: Delta's own history, from now on
+            log.warning(
+                "%s: reading its commits from Delta's history (this process cannot read its log: %s)", path, exc
+            )
+            _LOG_UNREADABLE.add(path)
+            commits = _history_after(spark, path, after_version, depth)
     for version, info in commits:
         raw = info.get("userMetadata")
         metadata = json.loads(raw) if raw else None
@@ -301,6 +307,11 @@ def find_commit(
                 "userMetadata": metadata,
             }
     return None
+
+
+# Tables whose log this process could not read from Python (a credential only Spark's Hadoop settings hold,
+# say): their commits are found through Delta's history without trying again (each try may wait out retries).
+_LOG_UNREADABLE: set[str] = set()
 
 
 def _history_after(spark: SparkSession, path: str, after_version: int, depth: int) -> list[tuple[int, dict[str, Any]]]:

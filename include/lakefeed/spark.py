@@ -191,21 +191,48 @@ def resolve_packages(packages: str, ivy_dir: Path | None = None, timeout: float 
     return [Path(uri.removeprefix("file:").removeprefix("//")) for uri in printed[0].split("=", 1)[1].split(",")]
 
 
-def beyond_spark(jars: list[Path], spark_jars: list[str] | None = None) -> list[Path]:
-    """The jars of ``jars`` (as Ivy names them, ``<organisation>_<artifact>-<version>.jar``) whose artifact
-    Spark does not ship itself (``spark_jars``: the file names of its ``jars`` folder). Delta's package pulls
-    in Hadoop's client, Parquet, log4j, Jackson, … in older versions than Spark's: never loaded (Spark's own
-    class loader answers first), yet each extra jar costs every JVM start (~2 s of 2 cores for Delta's 28).
+def beyond_spark(jars: list[Path], shipped: set[tuple[str | None, str]] | None = None) -> list[Path]:
+    """The jars of ``jars`` (as Ivy names them, ``<groupId>_<artifactId>-<version>.jar``) whose artifact Spark
+    does not ship itself (``shipped``: :func:`spark_artifacts`, by default of the installed Spark). Delta's
+    package pulls in Hadoop's client, Parquet, log4j, Jackson, ... in older versions than Spark's: never loaded
+    (Spark's own class loader answers first), yet each extra jar costs every JVM start (~2 s of 2 cores for
+    Delta's 22). A Spark jar without Maven metadata matches by its artifact name alone.
 
     >>> names = ["io.delta_delta-spark_4.2_2.13-4.4.0.jar", "org.apache.hadoop_hadoop-client-api-3.4.2.jar",
-    ...          "com.github.luben_zstd-jni-1.5.7-3.jar", "org.wildfly.openssl_wildfly-openssl-2.2.5.Final.jar"]
-    >>> [jar.name for jar in beyond_spark([Path(n) for n in names], ["hadoop-client-api-3.5.0.jar", "zstd-jni-1.5.7-7.jar"])]
-    ['io.delta_delta-spark_4.2_2.13-4.4.0.jar', 'org.wildfly.openssl_wildfly-openssl-2.2.5.Final.jar']
+    ...          "com.github.luben_zstd-jni-1.5.7-3.jar", "jline_jline-2.14.6.jar"]
+    >>> shipped = {("org.apache.hadoop", "hadoop-client-api"), (None, "zstd-jni"), ("org.jline", "jline")}
+    >>> [jar.name for jar in beyond_spark([Path(n) for n in names], shipped)]
+    ['io.delta_delta-spark_4.2_2.13-4.4.0.jar', 'jline_jline-2.14.6.jar']
     """
-    if spark_jars is None:
-        spark_jars = [jar.name for jar in (_pyspark_home() / "jars").glob("*.jar")]
-    shipped = {_artifact(name) for name in spark_jars}
-    return [jar for jar in jars if _artifact(jar.name.split("_", 1)[-1]) not in shipped]
+    if shipped is None:
+        shipped = spark_artifacts(_pyspark_home() / "jars")
+    kept = []
+    for jar in jars:
+        group, _, rest = jar.name.partition("_")
+        artifact = _artifact(rest)
+        if (group, artifact) not in shipped and (None, artifact) not in shipped:
+            kept.append(jar)
+    return kept
+
+
+def spark_artifacts(folder: Path) -> set[tuple[str | None, str]]:
+    """``(groupId, artifactId)`` of each jar in ``folder``, from its own ``META-INF/maven/.../pom.properties``
+    (a shaded jar also holds those of what it bundles, under other packages: not counted); ``(None,
+    artifactId)`` for a jar without them, its artifact read from its file name."""
+    found: set[tuple[str | None, str]] = set()
+    for jar in sorted(folder.glob("*.jar")):
+        artifact = _artifact(jar.name)
+        with zipfile.ZipFile(jar) as archive:
+            groups = [
+                name.split("/")[2]
+                for name in archive.namelist()
+                if name.startswith("META-INF/maven/") and name.endswith(f"/{artifact}/pom.properties")
+            ]
+        if groups:
+            found.update((group, artifact) for group in groups)
+        else:
+            found.add((None, artifact))
+    return found
 
 
 def _artifact(file_name: str) -> str:

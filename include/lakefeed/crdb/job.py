@@ -177,12 +177,11 @@ def run(
             )
         for topic in per_topic:
             _check_tombstone_horizon(f"{target_root.rstrip('/')}/{topic}", sink_range)
+        checked: dict[str, dict[str, str]] = {}  # topic -> the table's column types its values were checked against
         for topic in sorted(per_topic):  # every topic's values checked before any table is written
+            checked[topic] = _existing_types(spark, f"{tables}/{topic}")
             _refuse_values_that_do_not_fit(
-                latest.where(F.col("topic") == topic),
-                topic,
-                kinds.get(topic, {}),
-                _existing_types(spark, f"{tables}/{topic}"),
+                latest.where(F.col("topic") == topic), topic, kinds.get(topic, {}), checked[topic]
             )
         summary.seconds["read"] = round(time.perf_counter() - clock, 3)
         metadata = {
@@ -211,6 +210,7 @@ def run(
                 f"{target_root.rstrip('/')}/{topic}",
                 sink_range,
                 sink_range.through.timestamp if topic in (snapshot_topics or ()) else None,
+                checked[topic],
             )
             topic_summary.messages = row["messages"]
             summary.topics[topic] = topic_summary
@@ -323,10 +323,13 @@ def _merge_topic(
     reported_as: str,
     sink_range: SinkRange,
     snapshot: Hlc | None = None,
+    checked: dict[str, str] | None = None,
 ) -> TopicSummary:
     """MERGE one topic's latest changes into its table, applying each only when its updated is newer; a
     table not there yet is created holding them, in one commit. The commit made is added to ``commits``
-    (the table named ``reported_as``, the target root as configured)."""
+    (the table named ``reported_as``, the target root as configured). ``checked``: the table's column types
+    the values were checked against (:func:`_refuse_values_that_do_not_fit`); checked again against the
+    table's when they differ (another run created or changed the table meanwhile)."""
     from delta.tables import DeltaTable
 
     summary = TopicSummary(keys_changed=keys_changed)
@@ -341,6 +344,8 @@ def _merge_topic(
             summary.inserted = live  # every key is new: tombstones of unseen keys are kept, not counted
             return summary
         existing = _existing_types(spark, target)
+    if existing != checked:
+        _refuse_values_that_do_not_fit(latest, topic, kinds, existing)
     types = _types(kinds, existing)
     rows = _typed_rows(latest, kinds, existing)
     summary.added_columns = sorted(set(types) - set(existing)) if existing else []
