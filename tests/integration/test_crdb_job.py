@@ -120,7 +120,9 @@ def test_gzip_hourly_and_parquet_flat_sinks(spark, tmp_path, variant):
     assert_matches_truth(spark, tmp_path / "lake", truth)
 
 
-def test_bad_input_is_refused_naming_file_and_line_and_nothing_is_written(spark, tmp_path):
+def first_range_applied(spark, tmp_path):
+    """A sink whose first resolved range is applied: its truth, the tables and versions then, and an orders
+    file of the next range (for a test to spoil)."""
     truth = generate_sink(tmp_path / "sink", SinkSpec(**{**SPEC.__dict__, "steps": 12}))
     apply(spark, tmp_path / "sink", tmp_path / "lake", None, truth.resolved[0])
     before = tables(spark, tmp_path / "lake"), versions(spark, tmp_path / "lake")
@@ -129,6 +131,11 @@ def test_bad_input_is_refused_naming_file_and_line_and_nothing_is_written(spark,
         for p in sorted((tmp_path / "sink").rglob("*orders-1.ndjson"))
         if p.name > Hlc.parse(truth.resolved[0]).file_timestamp()
     )
+    return truth, before, victim
+
+
+def test_bad_input_is_refused_naming_file_and_line_and_nothing_is_written(spark, tmp_path):
+    truth, before, victim = first_range_applied(spark, tmp_path)
     lines = victim.read_text().splitlines()
     lines[1] = lines[1][:-5]
     victim.write_text("\n".join(lines) + "\n")
@@ -216,14 +223,7 @@ def test_two_first_loads_at_once_both_exit_0_and_the_tables_equal_the_truth(spar
 def test_a_value_that_does_not_fit_its_column_is_refused_naming_file_line_and_column(spark, tmp_path):
     # customer_id is a bigint since the first load; a later line holding text there is refused by name (not
     # Spark's ANSI cast error, which would exit 1 and be retried), and nothing is written.
-    truth = generate_sink(tmp_path / "sink", SinkSpec(**{**SPEC.__dict__, "steps": 12}))
-    apply(spark, tmp_path / "sink", tmp_path / "lake", None, truth.resolved[0])
-    before = tables(spark, tmp_path / "lake"), versions(spark, tmp_path / "lake")
-    victim = next(
-        p
-        for p in sorted((tmp_path / "sink").rglob("*orders-1.ndjson"))
-        if p.name > Hlc.parse(truth.resolved[0]).file_timestamp()
-    )
+    truth, before, victim = first_range_applied(spark, tmp_path)
     lines = victim.read_text().splitlines()
     message = json.loads(lines[0])
     message["after"]["customer_id"] = "thirty-four"
