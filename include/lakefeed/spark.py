@@ -15,6 +15,7 @@ import os
 import re
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -239,6 +240,31 @@ def _artifact(file_name: str) -> str:
     """``zstd-jni`` of ``zstd-jni-1.5.7-3.jar``: the name up to the first ``-`` before a digit."""
     found = re.match(r"(.+?)-\d", file_name)
     return found.group(1) if found else file_name.removesuffix(".jar")
+
+
+def driver_class_path(spark_home: Path, jars: Sequence[Path]) -> str:
+    """``spark.driver.extraClassPath`` naming Spark's own jars, then ``jars``. Spark's launcher puts it ahead of
+    the conf folder, which it otherwise puts first: the JVM maps a class-data archive only when every
+    class-path entry up to the last one it loaded a class from is a jar or an empty folder, and the conf folder
+    holds spark-defaults.conf.
+
+    >>> driver_class_path(Path("/spark"), [Path("/jars/delta.jar")]).split(os.pathsep)
+    ['/spark/jars/*', '/jars/delta.jar']
+    """
+    return os.pathsep.join([str(spark_home / "jars" / "*"), *map(str, jars)])
+
+
+def class_path_fingerprint(class_path: str, java_version: str) -> str:
+    """What a class-data archive was made for, as the JVM checks it before mapping the archive: the JVM's
+    version and each jar of ``class_path`` (a ``folder/*`` entry: its jars) with its size and modification
+    time. An archive made for another fingerprint is refused by the JVM (with a warning at every start)."""
+    lines = [java_version.strip()]
+    for entry in filter(None, class_path.split(os.pathsep)):
+        jars = sorted(Path(entry[:-1]).glob("*.jar")) if entry.endswith("*") else [Path(entry)]
+        for jar in jars:
+            stat = jar.stat()
+            lines.append(f"{jar} {stat.st_size} {stat.st_mtime_ns}")
+    return "\n".join(lines) + "\n"
 
 
 def _pyspark_home() -> Path:

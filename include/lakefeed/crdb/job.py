@@ -30,15 +30,16 @@ from lakefeed.crdb import APPLIED_FILES_TABLE, topic_tables
 from lakefeed.crdb.hlc import Hlc
 from lakefeed.crdb.messages import (
     CHANGE_SCHEMA,
-    CHANGES_OF_KEY,
     FILE_INPUT_SCHEMA,
     LATEST_SCHEMA,
-    MESSAGES_OF_KEY,
     TASK_BYTES,
+    CountsByPartition,
     LinesQuarantined,
     Quarantined,
     Shape,
     ShapesSeen,
+    TopicCounts,
+    counts_by_topic,
     latest_in_task,
     latest_rows,
 )
@@ -143,31 +144,24 @@ def run(
     # feeds the last change per key directly (the messages are never cached); the counts come from the
     # latest rows, the column kinds from the shapes the decode tasks saw.
     shapes = spark.sparkContext.accumulator(set(), ShapesSeen())
+    partition_counts = spark.sparkContext.accumulator({}, CountsByPartition())
     quarantine = spark.sparkContext.accumulator({}, LinesQuarantined()) if quarantine_table else None
-    latest = _read_latest(spark, sink_root, sink_range, parquet_keys or {}, shapes, quarantine).persist()
+    latest = _read_latest(
+        spark, sink_root, sink_range, parquet_keys or {}, shapes, quarantine, partition_counts
+    ).persist()
     try:
         try:
-            counts = (
-                latest.groupBy("topic")
-                .agg(
-                    F.sum(MESSAGES_OF_KEY).alias("messages"),
-                    F.sum(CHANGES_OF_KEY).alias("changes"),
-                    F.count(F.lit(1)).alias("keys"),
-                    F.count_if(~F.col("deleted")).alias("live"),
-                    F.max(F.struct("wall", "logical")).alias("newest"),
-                )
-                .collect()
-            )
+            latest.count()  # the latest rows cached; their figures come with them (CountsByPartition)
         except Exception as exc:
             raise refusal_from_worker(exc) or exc  # noqa: B904 (the worker error stays its context)
-        summary.messages_read = sum(row["messages"] for row in counts)
-        summary.duplicates_dropped = summary.messages_read - sum(row["changes"] for row in counts)
-        summary.superseded_in_batch = sum(row["changes"] - row["keys"] for row in counts)
-        newest = max((row["newest"] for row in counts), default=None)
+        per_topic = counts_by_topic(partition_counts.value)
+        summary.messages_read = sum(figures.messages for figures in per_topic.values())
+        summary.duplicates_dropped = summary.messages_read - sum(figures.changes for figures in per_topic.values())
+        summary.superseded_in_batch = sum(figures.changes - figures.keys for figures in per_topic.values())
+        newest = max((f.newest for f in per_topic.values() if f.newest is not None), default=None)
         if newest is not None:
-            summary.newest_updated = str(Hlc(newest["wall"], newest["logical"]))
+            summary.newest_updated = str(newest)
         kinds = kinds_by_column(shapes.value)
-        per_topic = {row["topic"]: row for row in counts}
         unnamed = sorted(set(per_topic) - set(snapshot_topics)) if snapshot_topics is not None else []
         if unnamed:  # a scan of a table the snapshot does not name: its deletes would go unseen
             raise FeedCorruptError(
@@ -203,8 +197,8 @@ def run(
                 f"{tables}/{topic}",
                 topic,
                 kinds.get(topic, {}),
-                row["keys"],
-                row["live"],
+                row.keys,
+                row.live,
                 metadata,
                 summary.commits,
                 f"{target_root.rstrip('/')}/{topic}",
@@ -212,7 +206,7 @@ def run(
                 sink_range.through.timestamp if topic in (snapshot_topics or ()) else None,
                 checked[topic],
             )
-            topic_summary.messages = row["messages"]
+            topic_summary.messages = row.messages
             summary.topics[topic] = topic_summary
         for topic in sorted(set(snapshot_topics or ()) - set(per_topic)):  # empty at the scan: all deleted
             emptied = _empty_at_snapshot(
@@ -252,6 +246,7 @@ def _read_latest(
     parquet_keys: dict[str, list[str]],
     shapes: Accumulator[set[Shape]],
     quarantine: Accumulator[Quarantined] | None = None,
+    counts: Accumulator[dict[int, dict[str, TopicCounts]]] | None = None,
 ) -> DataFrame:
     """The latest change per key of the range's files, with its columns and the key's counts.
 
@@ -259,7 +254,8 @@ def _read_latest(
     and keeps the greatest message per key it saw (:class:`~lakefeed.crdb.messages.LatestPerKey`), so only
     those cross the shuffle, by key; :func:`~lakefeed.crdb.messages.final_picks` picks among them, and only the picks kept
     have their columns read (:func:`~lakefeed.crdb.messages.latest_rows`, which adds the shapes of the rows
-    to ``shapes``). Unreadable lines are added to ``quarantine`` when given."""
+    to ``shapes``, and each partition's figures per topic to ``counts``). Unreadable lines are added to
+    ``quarantine`` when given."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     groups = [
@@ -283,7 +279,7 @@ def _read_latest(
     )
     picks = inputs.mapInArrow(partial(latest_in_task, quarantine=quarantine), from_arrow_schema(CHANGE_SCHEMA))
     return picks.repartition("topic", "key").mapInArrow(
-        partial(latest_rows, root=sink_root, shapes=shapes), from_arrow_schema(LATEST_SCHEMA)
+        partial(latest_rows, root=sink_root, shapes=shapes, counts=counts), from_arrow_schema(LATEST_SCHEMA)
     )
 
 

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from decimal import Decimal
 from itertools import accumulate, chain
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, BinaryIO, Self, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, Self, cast
 
 import msgspec
 import pyarrow as pa
@@ -963,17 +963,98 @@ def final_picks(picks: pa.Table) -> pa.Table:
     return greatest.join(counts, ["topic", "key"])
 
 
+class TopicCounts(NamedTuple):
+    """A topic's figures among the latest rows: its messages, their distinct changes, its keys, the keys not
+    deleted, and its newest ``updated``."""
+
+    messages: int
+    changes: int
+    keys: int
+    live: int
+    newest: Hlc | None
+
+    def __add__(self, other: object) -> TopicCounts:  # the figures of two partitions together
+        assert isinstance(other, TopicCounts)
+        newest = max((h for h in (self.newest, other.newest) if h is not None), default=None)
+        return TopicCounts(
+            self.messages + other.messages,
+            self.changes + other.changes,
+            self.keys + other.keys,
+            self.live + other.live,
+            newest,
+        )
+
+
+def topic_counts(latest: pa.Table) -> dict[str, TopicCounts]:
+    """Per topic, the figures of latest rows (``topic``, ``wall``, ``logical``, ``deleted``,
+    ``MESSAGES_OF_KEY``, ``CHANGES_OF_KEY``).
+
+    >>> rows = pa.Table.from_pylist([
+    ...     {"topic": "t", "wall": 5, "logical": 1, "deleted": False, MESSAGES_OF_KEY: 3, CHANGES_OF_KEY: 2},
+    ...     {"topic": "t", "wall": 5, "logical": 2, "deleted": True, MESSAGES_OF_KEY: 1, CHANGES_OF_KEY: 1}])
+    >>> topic_counts(rows)["t"]
+    TopicCounts(messages=4, changes=3, keys=2, live=1, newest=Hlc(wall=5, logical=2))
+    """
+    import pyarrow.compute as pc
+
+    counts = {}
+    for topic in pc.unique(latest.column("topic")).to_pylist():
+        rows = latest.filter(pc.equal(latest.column("topic"), topic))
+        wall = pc.max(rows.column("wall")).as_py()
+        logical = pc.max(rows.filter(pc.equal(rows.column("wall"), wall)).column("logical")).as_py()
+        counts[topic] = TopicCounts(
+            pc.sum(rows.column(MESSAGES_OF_KEY)).as_py() or 0,
+            pc.sum(rows.column(CHANGES_OF_KEY)).as_py() or 0,
+            rows.num_rows,
+            rows.num_rows - (pc.sum(rows.column("deleted").cast(pa.int64())).as_py() or 0),
+            Hlc(wall, logical),
+        )
+    return counts
+
+
+class CountsByPartition(AccumulatorParam[dict[int, dict[str, TopicCounts]]]):
+    """Each final-pick partition's :func:`topic_counts`, by partition: a partition computed again (a retried
+    task, a cache block recomputed) gives the same figures under the same number, so nothing counts twice."""
+
+    def zero(self, value: dict[int, dict[str, TopicCounts]]) -> dict[int, dict[str, TopicCounts]]:
+        return {}
+
+    def addInPlace(
+        self, value1: dict[int, dict[str, TopicCounts]], value2: dict[int, dict[str, TopicCounts]]
+    ) -> dict[int, dict[str, TopicCounts]]:
+        value1.update(value2)
+        return value1
+
+
+def counts_by_topic(partitions: dict[int, dict[str, TopicCounts]]) -> dict[str, TopicCounts]:
+    """The partitions' figures summed per topic."""
+    total: dict[str, TopicCounts] = {}
+    for counts in partitions.values():
+        for topic, figures in counts.items():
+            total[topic] = total[topic] + figures if topic in total else figures
+    return total
+
+
 def latest_rows(
-    batches: Iterable[pa.RecordBatch], root: str, shapes: Accumulator[set[Shape]] | None = None
+    batches: Iterable[pa.RecordBatch],
+    root: str,
+    shapes: Accumulator[set[Shape]] | None = None,
+    counts: Accumulator[dict[int, dict[str, TopicCounts]]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body of the final pick: the read tasks' picks in (:data:`CHANGE_SCHEMA`, every pick of
     a key in one partition), the greatest per key (:func:`final_picks`) out, its ``after`` read into its
-    columns (:data:`LATEST_SCHEMA`); the shapes of the rows are added to ``shapes`` when given. Only the
+    columns (:data:`LATEST_SCHEMA`); the shapes of the rows are added to ``shapes`` when given, the
+    partition's :func:`topic_counts` to ``counts``. Only the
     changes kept are read so: a superseded message's columns are never looked at."""
     store = Store(root)
     seen: set[Shape] = set()
     kept = [name for name in LATEST_SCHEMA.names if name not in ("values", "updated")]
     picked = final_picks(pa.Table.from_batches(list(batches), schema=CHANGE_SCHEMA))
+    if counts is not None:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        counts.add({context.partitionId() if context is not None else 0: topic_counts(picked)})
     for batch in picked.to_batches(BATCH_ROWS):
         columns = _Columns()
         files, lines = batch.column("file").to_pylist(), batch.column("line").to_pylist()

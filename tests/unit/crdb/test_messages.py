@@ -365,13 +365,18 @@ def test_picks_per_task_then_among_tasks_give_the_pick_over_all_messages(describ
     """Whatever the grouping of files into tasks, each task's greatest message per key (LatestPerKey), then the
     greatest of those, is the greatest message over all: the same row, the key's messages and distinct updated
     counted exactly (a change repeated in two tasks counts once)."""
+    from lakefeed.crdb.hlc import Hlc
     from lakefeed.crdb.messages import (
         CHANGE_SCHEMA,
         CHANGES_OF_KEY,
         MESSAGES_OF_KEY,
+        CountsByPartition,
         LatestPerKey,
+        TopicCounts,
         compact_key,
+        counts_by_topic,
         final_picks,
+        topic_counts,
     )
 
     files: dict[int, list] = {}
@@ -413,6 +418,23 @@ def test_picks_per_task_then_among_tasks_give_the_pick_over_all_messages(describ
         assert {name: pick[name] for name in held["pick"]} == held["pick"]
         assert pick["deleted"] == (held["pick"]["after"] is None)
         assert (pick[MESSAGES_OF_KEY], pick[CHANGES_OF_KEY]) == (held["messages"], len(held["stamps"]))
+    # The job's figures per topic (topic_counts, gathered by partition) are those of the picks.
+    halves = picked.slice(0, picked.num_rows // 2), picked.slice(picked.num_rows // 2)
+    partitions = CountsByPartition()
+    gathered = partitions.zero({})
+    for number, part in enumerate(halves):
+        gathered = partitions.addInPlace(gathered, {number: topic_counts(part)})
+    gathered = partitions.addInPlace(gathered, {1: topic_counts(halves[1])})  # a partition computed again
+    for topic, figures in counts_by_topic(gathered).items():
+        held = [h for (t, _), h in want.items() if t == topic]
+        assert figures == TopicCounts(
+            sum(h["messages"] for h in held),
+            sum(len(h["stamps"]) for h in held),
+            len(held),
+            sum(h["pick"]["after"] is not None for h in held),
+            max(Hlc(h["pick"]["wall"], h["pick"]["logical"]) for h in held),
+        )
+    assert set(counts_by_topic(gathered)) == {topic for topic, _ in want}
 
 
 @pytest.mark.parametrize(
