@@ -65,9 +65,17 @@ def run_measured(
 
 
 def _tree_rss_bytes(root: int) -> int:
-    """The summed resident memory of ``root`` and its descendants, from every /proc/<pid>/stat (Linux)."""
+    """The summed resident memory of ``root`` and its descendants, from every /proc/<pid>/stat (Linux).
+
+    A child caught between its fork (or the JVM's posix_spawn, which clones the address space) and its exec
+    still has its parent's address space: /proc shows it the parent's whole resident memory (a sampled
+    spark-submit once showed a child "Thread-5" holding the JVM's 3834 MiB), though it adds none. Such a
+    child (the same virtual size as its parent) counts nothing; once it has exec'd, its own memory counts.
+    """
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
+    vsize: dict[int, int] = {}
+    parent: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -77,12 +85,15 @@ def _tree_rss_bytes(root: int) -> int:
         except OSError:  # gone since the listing
             continue
         pid = int(entry)
-        children.setdefault(int(fields[1]), []).append(pid)  # field 4: ppid
+        parent[pid] = int(fields[1])  # field 4: ppid
+        children.setdefault(parent[pid], []).append(pid)
+        vsize[pid] = int(fields[20])  # field 23: virtual memory size in bytes
         rss[pid] = int(fields[21])  # field 24: resident pages
     total, pending = 0, [root]
     while pending:
         pid = pending.pop()
-        total += rss.get(pid, 0)
+        if pid == root or vsize.get(pid) != vsize.get(parent.get(pid, -1)):
+            total += rss.get(pid, 0)
         pending.extend(children.get(pid, ()))
     return total * os.sysconf("SC_PAGE_SIZE")
 
