@@ -1,4 +1,5 @@
-"""The training run of the driver JVM's class-data archive (``make setup``; see :mod:`lakefeed.class_archive`).
+"""The training run of the driver JVM's class-data archive (``make setup``: scripts/setup.sh; what it was made for:
+:func:`lakefeed.spark.class_path_fingerprint`).
 
 Runs the three pipelines' jobs, first loads and then MERGEs of a later range, on small generated feeds in one
 spark-submit application, so that the JVM started with ``-XX:ArchiveClassesAtExit`` archives the classes a
