@@ -69,14 +69,15 @@ PY
 # feeds (lakefeed_testing.jvm_training): Spark's, Scala's and Delta's classes come parsed and verified instead
 # of read from ~300 jars, which saves each job ~3-9 s of start-up and cold paths. Made again when Java or a
 # jar changes; without it (or if the JVM refuses it) jobs run as before, only slower to start.
+# The JVMs run the parallel collector (lakefeed.spark.JVM_OPTIONS, as spark.*.defaultJavaOptions).
 SPARK_HOME=$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
 mkdir -p "$SPARK_HOME/conf"
 source scripts/env.sh
 LAKEFEED_JARS_DIR="$JARS_DIR" "$VENV/bin/python" - "$SPARK_HOME" "$VENV/bin/python" "$VENV/spark-cds" <<'PY'
 import os, shutil, subprocess, sys, tempfile
 from pathlib import Path
-from lakefeed.spark import (DELTA_EXTENSIONS, SESSION_DEFAULTS, SESSION_REQUIRED, SUBMIT_SETTINGS, class_path_fingerprint,
-                            driver_class_path, jar_settings)
+from lakefeed.spark import (DELTA_EXTENSIONS, JVM_OPTIONS, SESSION_DEFAULTS, SESSION_REQUIRED, SUBMIT_SETTINGS,
+                            class_path_fingerprint, driver_class_path, jar_settings)
 spark_home, python, archives = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 defaults, archive, made_for = spark_home / "conf" / "spark-defaults.conf", archives / "spark.jsa", archives / "MADE_FOR"
 class_path = driver_class_path(spark_home, sorted(Path(os.environ["LAKEFEED_JARS_DIR"]).glob("*.jar")))
@@ -84,7 +85,8 @@ class_path = driver_class_path(spark_home, sorted(Path(os.environ["LAKEFEED_JARS
 def write_defaults(with_archive: bool) -> None:
     settings = {**jar_settings(), **DELTA_EXTENSIONS, **SESSION_REQUIRED, **SESSION_DEFAULTS, **SUBMIT_SETTINGS,
                 "spark.pyspark.python": python, "spark.pyspark.driver.python": python,
-                "spark.driver.memory": "4g", "spark.driver.extraClassPath": class_path}
+                "spark.driver.memory": "4g", "spark.driver.extraClassPath": class_path,
+                "spark.driver.defaultJavaOptions": JVM_OPTIONS, "spark.executor.defaultJavaOptions": JVM_OPTIONS}
     if with_archive:
         settings["spark.driver.extraJavaOptions"] = f"-XX:SharedArchiveFile={archive}"
     with open(defaults, "w") as handle:

@@ -68,3 +68,17 @@ def test_the_archive_is_made_again_when_a_jar_or_the_jvm_changes(tmp_path: Path)
     assert class_path_fingerprint(class_path, "openjdk 17.0.16") != made_for
     jar.write_bytes(b"yy")  # rebuilt: another size and time, which the JVM checks
     assert class_path_fingerprint(class_path, "openjdk 17.0.15") != made_for
+
+
+def test_a_plain_spark_submit_runs_the_parallel_collector_beside_its_own_options(tmp_path: Path) -> None:
+    """Setup's JVM options (lakefeed.spark.JVM_OPTIONS) are spark.driver.defaultJavaOptions: the launcher
+    prepends them to whatever spark.driver.extraJavaOptions says, so a user's own options keep them."""
+    from lakefeed.spark import JVM_OPTIONS
+
+    defaults = _defaults()
+    assert defaults.get("spark.driver.defaultJavaOptions") == JVM_OPTIONS
+    assert defaults.get("spark.executor.defaultJavaOptions") == JVM_OPTIONS
+    option = defaults["spark.driver.extraJavaOptions"]
+    done = _submit(tmp_path, f"spark.driver.extraJavaOptions=-Xshare:on -Xlog:gc:stderr {option}")
+    assert done.returncode == 0 and "driver ran" in done.stdout, done.stderr[-2000:]
+    assert "Using Parallel" in done.stderr, done.stderr[-2000:]

@@ -16,11 +16,13 @@ record, for any other).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
+from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from lakefeed.blob.avro_container import read_header
+from lakefeed.blob.claim import ClaimCounts, ClaimRule, claim
 from lakefeed.blob.columnar import decode_columnar
 from lakefeed.blob.feed import ChunkRef
 from lakefeed.blob.records import decode_records
@@ -28,17 +30,6 @@ from lakefeed.blob.writer_schema import columnar_readable
 from lakefeed.storage import Store
 
 DEFAULT_BATCH_SIZE = 8192
-
-# The columns of the decode input: one row per chunk file (see spark_decode_input).
-CHUNK_INPUT_SCHEMA = pa.schema(
-    [
-        ("root", pa.string()),
-        ("path", pa.string()),
-        ("shard", pa.string()),
-        ("segmentStart", pa.timestamp("us", tz="UTC")),
-        ("columnar", pa.bool_()),  # the columnar reader where lossless (false: fastavro for every file)
-    ]
-)
 
 
 def decode_chunk(store: Store, chunk: ChunkRef, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
@@ -71,18 +62,54 @@ def decode_chunks(chunks: Iterable[ChunkRef], batch_size: int = DEFAULT_BATCH_SI
         yield from decode_chunk(store, chunk, batch_size)
 
 
-def decode_arrow_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: rows of :data:`CHUNK_INPUT_SCHEMA` in, decoded records out."""
+class ChunkTask:
+    """``mapInArrow`` body of the decode stage, one task per chunk file: rows of ``spark.range(len(chunks))`` in
+    (the index of each task's chunk file), the chunk file's decoded records out, each batch as it is decoded.
 
-    def refs() -> Iterator[ChunkRef]:
+    With a ``rule``, the records go through :func:`lakefeed.blob.claim.claim` first: only those the run's
+    windows own leave the task (:data:`~lakefeed.blob.claim.CLAIMED_SCHEMA`), and each chunk file's
+    :class:`~lakefeed.blob.claim.ClaimCounts` is added to ``counts`` under its path (a task run again adds
+    the same figures under the same key, so nothing counts twice).
+    """
+
+    def __init__(
+        self,
+        chunks: Sequence[ChunkRef],
+        rule: ClaimRule | None = None,
+        counts: Accumulator[dict[str, ClaimCounts]] | None = None,
+    ) -> None:
+        self.chunks = list(chunks)
+        self.rule = rule
+        self.counts = counts
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        stores: dict[str, Store] = {}
         for batch in batches:
-            for row in batch.to_pylist():
-                yield ChunkRef(
-                    root=row["root"],
-                    path=row["path"],
-                    shard=row["shard"],
-                    segment_start=row["segmentStart"],
-                    columnar=row["columnar"],
-                )
+            for index in batch.column(0).to_pylist():
+                chunk = self.chunks[index]
+                store = stores.get(chunk.root)
+                if store is None:
+                    store = stores[chunk.root] = Store(chunk.root)
+                decoded = decode_chunk(store, chunk)
+                if self.rule is None:
+                    yield from decoded
+                    continue
+                seen = ClaimCounts()
+                for records in decoded:
+                    kept, counts = claim(records, self.rule)
+                    seen += counts
+                    if kept.num_rows:
+                        yield kept
+                if self.counts is not None:
+                    self.counts.add({chunk.path: seen})
 
-    yield from decode_chunks(refs())
+
+class CountsByChunk(AccumulatorParam[dict[str, ClaimCounts]]):
+    """Each chunk file's :class:`~lakefeed.blob.claim.ClaimCounts`, by path."""
+
+    def zero(self, value: dict[str, ClaimCounts]) -> dict[str, ClaimCounts]:
+        return {}
+
+    def addInPlace(self, value1: dict[str, ClaimCounts], value2: dict[str, ClaimCounts]) -> dict[str, ClaimCounts]:
+        value1.update(value2)
+        return value1

@@ -13,26 +13,20 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.accumulators import Accumulator
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakefeed.blob.claim import CLAIMED_SCHEMA, ClaimCounts, ClaimRule
 from lakefeed.blob.config import DECODERS
-from lakefeed.blob.decode import CHUNK_INPUT_SCHEMA, decode_arrow_partition
-from lakefeed.blob.feed import ChangeFeed
+from lakefeed.blob.decode import ChunkTask, CountsByChunk
+from lakefeed.blob.feed import ChangeFeed, ChunkRef
 from lakefeed.blob.reading import Reading, plan_reading
 from lakefeed.blob.schema import spark_schema
 from lakefeed.blob.shards import RetentionDays
 from lakefeed.blob.summary import RunSummary
-from lakefeed.blob.timegrid import HOUR
-from lakefeed.blob.transforms import (
-    dedupe_by_id,
-    drop_control,
-    latest_state_per_blob,
-    owned,
-    state_order,
-    to_event_rows,
-    with_claim,
-)
+from lakefeed.blob.timegrid import HOUR, to_ticks
+from lakefeed.blob.transforms import dedupe_by_id, latest_state_per_blob, state_order, to_event_rows
 from lakefeed.delta import (
     UPDATED_IN_PLACE,
     ensure_table,
@@ -57,18 +51,42 @@ STATE_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
 
 
 def read_records(spark: SparkSession, reading: Reading, feed_root: str, decoder: str = "auto") -> DataFrame:
-    """Decoded records of every non-empty chunk file the job reads: one Spark task per chunk file, each
-    decoded in a Python worker (:func:`lakefeed.blob.decode.decode_chunk`; ``decoder="python"`` forces
-    the record-by-record path) and checked there, so a bad file fails the stage naming it."""
+    """Decoded records (:data:`~lakefeed.blob.schema.RECORD_SCHEMA`) of every non-empty chunk file the run
+    reads, unclaimed: one Spark task per chunk file, each decoded in a Python worker
+    (:func:`lakefeed.blob.decode.decode_chunk`; ``decoder="python"`` forces the record-by-record path) and
+    checked there, so a bad file fails the stage naming it."""
+    chunks = _chunk_refs(reading, feed_root, decoder)
+    return _one_task_each(spark, len(chunks)).mapInArrow(ChunkTask(chunks), spark_schema())
+
+
+def read_claimed(
+    spark: SparkSession,
+    reading: Reading,
+    feed_root: str,
+    counts: Accumulator[dict[str, ClaimCounts]],
+    decoder: str = "auto",
+) -> DataFrame:
+    """The records the run's windows own, ``Control`` records left out, with their claim
+    (:data:`~lakefeed.blob.claim.CLAIMED_SCHEMA`), as :func:`read_records` decodes them; the coverage rule
+    is applied in the decoding task (:func:`lakefeed.blob.claim.claim`), which adds each chunk file's
+    figures to ``counts``."""
+    chunks = _chunk_refs(reading, feed_root, decoder)
+    rule = ClaimRule(reading.grid.offset_ticks, tuple(to_ticks(w) for w in reading.windows))
+    return _one_task_each(spark, len(chunks)).mapInArrow(ChunkTask(chunks, rule, counts), spark_schema(CLAIMED_SCHEMA))
+
+
+def _chunk_refs(reading: Reading, feed_root: str, decoder: str) -> list[ChunkRef]:
     if decoder not in DECODERS:
         raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, not {decoder!r}")
     # Largest files first: the longest tasks start first, so the stage ends evenly.
     chunks = sorted((c for c in reading.chunk_files if c.size > 0), key=lambda c: -c.size)
-    rows = [(feed_root, c.path, c.shard, c.segment_start, decoder == "auto") for c in chunks]
-    inputs = spark.createDataFrame(
-        spark.sparkContext.parallelize(rows, max(1, len(rows))), spark_schema(CHUNK_INPUT_SCHEMA)
-    )
-    return inputs.mapInArrow(decode_arrow_partition, spark_schema())
+    return [ChunkRef(feed_root, c.path, c.shard, c.segment_start, decoder == "auto") for c in chunks]
+
+
+def _one_task_each(spark: SparkSession, count: int) -> DataFrame:
+    """``0 .. count-1``, one number in each of ``count`` partitions: made in the JVM, so no Python worker
+    serves a task its input (each task finds its chunk file by that number)."""
+    return spark.range(0, count, 1, max(1, count))
 
 
 def reading(
@@ -120,25 +138,23 @@ def run(
     )
     clock.lap("plan")
 
-    # One pass decodes every chunk file, counts what it saw (observed metrics, no
-    # second read) and caches only the deduplicated batch: corrupt input fails
-    # here, before any target is created or written.
-    observation = Observation("feed records")
-    marked = with_claim(read_records(spark, reading, feed_root, decoder), reading.grid.offset_ticks, reading.windows)
-    batch = to_event_rows(
-        dedupe_by_id(drop_control(owned(_observe_counts(marked, observation)))), datetime.now(UTC)
-    ).persist()
+    # One pass decodes every chunk file, claims its records and counts what it saw (in the decoding
+    # tasks, no second read), and caches only the deduplicated batch: corrupt input fails here, before
+    # any target is created or written.
+    counts = spark.sparkContext.accumulator({}, CountsByChunk())
+    batch = to_event_rows(dedupe_by_id(read_claimed(spark, reading, feed_root, counts, decoder)), datetime.now(UTC))
+    batch = batch.persist()
     try:
         try:
             summary.events_unique = batch.count()
         except Exception as exc:
             raise refusal_from_worker(exc) or exc  # noqa: B904 (the worker error stays its context)
-        counts = {k: int(v or 0) for k, v in observation.get.items()}
-        summary.records_read = counts["recordsRead"]
-        summary.records_claimed = counts["recordsClaimed"]
-        summary.control_dropped = counts["controlDropped"]
-        summary.events_claimed = counts["recordsClaimed"] - counts["controlDropped"]
-        summary.strays = counts["strays"]
+        seen = sum(counts.value.values(), ClaimCounts())
+        summary.records_read = seen.records
+        summary.records_claimed = seen.claimed
+        summary.control_dropped = seen.control
+        summary.events_claimed = seen.claimed - seen.control
+        summary.strays = seen.strays
         summary.duplicates_removed = summary.events_claimed - summary.events_unique
         clock.lap("decode_dedupe")
         _merge(spark, batch, jvm_location(events_table), jvm_location(state_table), summary)
@@ -147,18 +163,6 @@ def run(
         batch.unpersist()
     summary.seconds = clock.laps
     return summary
-
-
-def _observe_counts(marked: DataFrame, observation: Observation) -> DataFrame:
-    """``marked`` with its record counts gathered as a side effect of the first action over it."""
-    mine = F.col("isOwned")
-    return marked.observe(
-        observation,
-        F.count(F.lit(1)).alias("recordsRead"),
-        F.count_if(mine).alias("recordsClaimed"),
-        F.count_if(mine & F.col("isControl")).alias("controlDropped"),
-        F.count_if(mine & F.col("isStray") & ~F.col("isControl")).alias("strays"),
-    )
 
 
 def _merge(spark: SparkSession, batch: DataFrame, events_table: str, state_table: str, summary: RunSummary) -> None:

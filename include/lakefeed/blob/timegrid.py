@@ -94,6 +94,15 @@ class WindowGrid:
         """Start (ticks) of the window containing ``ticks``."""
         return ticks - (ticks - self.offset_ticks) % HOUR_TICKS
 
+    def claim(self, ticks: int, segment_ticks: int) -> tuple[int, bool]:
+        """The coverage rule for one record of time ``ticks`` read from the segment starting at
+        ``segment_ticks``: the start of the window that claims it, and whether it is a stray (claimed by
+        its segment's window, its own window being more than an hour from the segment). The decoding
+        tasks apply it to whole batches (:func:`lakefeed.blob.claim.claim`)."""
+        window = self.window_of(ticks)
+        stray = abs(window - segment_ticks) > HOUR_TICKS
+        return (segment_ticks if stray else window), stray
+
     def contains_start(self, moment: datetime) -> bool:
         moment = utc(moment)
         return moment.minute == self.offset_minutes and moment.second == 0 and moment.microsecond == 0

@@ -11,8 +11,8 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from lakefeed.blob.schema import CONTROL_EVENT_TYPE, DELETE_EVENT_TYPE
-from lakefeed.blob.timegrid import HOUR_TICKS, TICKS_PER_MICROSECOND, TICKS_PER_SECOND, to_ticks
+from lakefeed.blob.schema import DELETE_EVENT_TYPE
+from lakefeed.blob.timegrid import TICKS_PER_MICROSECOND, TICKS_PER_SECOND
 
 TICKS_PER_DAY = 86_400 * TICKS_PER_SECOND
 SUBJECT_PATTERN = r"^/blobServices/default/containers/([^/]+)/blobs/(.+)$"
@@ -42,35 +42,6 @@ def _floor_div(column: str, divisor: int) -> Column:
 def _ticks_to_timestamp(column: str) -> Column:
     # Truncates to microseconds: the string eventTime keeps the full 100 ns value.
     return F.timestamp_micros(_floor_div(column, TICKS_PER_MICROSECOND))
-
-
-def with_claim(records: DataFrame, grid_offset_ticks: int, windows: list[datetime]) -> DataFrame:
-    """Add ``claimWindow``/``isStray`` by the coverage rule and ``isOwned`` for this run's windows.
-
-    W(t) is the grid window holding the event time; the event belongs to W(t)
-    when |W(t) - S| <= 1h for its segment S, and otherwise to S's window.
-    """
-    ticks = F.col("eventTimeTicks")
-    segment = F.unix_micros("segmentStart") * F.lit(TICKS_PER_MICROSECOND)
-    window = ticks - F.pmod(ticks - F.lit(grid_offset_ticks), F.lit(HOUR_TICKS))
-    stray = F.abs(window - segment) > F.lit(HOUR_TICKS)
-    claim = F.when(stray, segment).otherwise(window)
-    return (
-        records.withColumn("isStray", stray)
-        .withColumn("claimWindowTicks", claim)
-        .withColumn("claimWindow", _ticks_to_timestamp("claimWindowTicks"))
-        .withColumn("isControl", F.col("eventType") == F.lit(CONTROL_EVENT_TYPE))
-        .withColumn("isOwned", F.col("claimWindowTicks").isin([to_ticks(w) for w in windows]))
-    )
-
-
-def owned(records: DataFrame) -> DataFrame:
-    """Records claimed by this run's windows."""
-    return records.where(F.col("isOwned"))
-
-
-def drop_control(records: DataFrame) -> DataFrame:
-    return records.where(~F.col("isControl"))
 
 
 def dedupe_by_id(events: DataFrame) -> DataFrame:
