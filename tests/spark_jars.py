@@ -62,6 +62,14 @@ def use_resolved_jars(packages: str, cache_root: Path, conf_dir: Path) -> dict[s
             shutil.copy(source, conf_dir / source.name)
     defaults = spark_home_conf() / "spark-defaults.conf"
     lines = defaults.read_text().splitlines() if defaults.exists() else []
-    kept = [line for line in lines if (line.split() or [""])[0] not in ("spark.jars.packages", "spark.jars")]
+    # The suite picks its JVMs' collector itself (SPARK_SUBMIT_OPTS, tests/conftest.py), and a JVM given two
+    # refuses to start: setup's JVM options (lakefeed.spark.JVM_OPTIONS) stay out of the suite's copy.
+    left_out = (
+        "spark.jars.packages",
+        "spark.jars",
+        "spark.driver.defaultJavaOptions",
+        "spark.executor.defaultJavaOptions",
+    )
+    kept = [line for line in lines if (line.split() or [""])[0] not in left_out]
     (conf_dir / "spark-defaults.conf").write_text("\n".join([*kept, f"spark.jars {jars}"]) + "\n")
     return {"LAKEFEED_JARS_DIR": str(folder), "SPARK_CONF_DIR": str(conf_dir)}

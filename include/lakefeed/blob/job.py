@@ -31,6 +31,7 @@ from lakefeed.delta import (
     UPDATED_IN_PLACE,
     ensure_table,
     first_load,
+    plain_encoded,
     reported_commit,
     statistics_on,
     table_exists,
@@ -47,6 +48,21 @@ log = logging.getLogger(__name__)
 
 PIPELINE = "blob_changefeed"
 EVENTS_PARTITIONS = ("eventDate",)
+# Columns of the events table whose values hardly repeat within a file: written without a dictionary
+# (:func:`lakefeed.delta.plain_encoded`).
+EVENTS_PLAIN_COLUMNS = (
+    "id",
+    "eventTime",
+    "eventTimestamp",
+    "eventTimeTicks",
+    "chunkRecordIndex",
+    "data.clientRequestId",
+    "data.requestId",
+    "data.etag",
+    "data.url",
+    "data.sequencer",
+    "data.contentLength",
+)
 STATE_PROPERTIES = {"delta.enableChangeDataFeed": "true", **UPDATED_IN_PLACE}
 
 
@@ -190,20 +206,23 @@ def _merge_events(
     created holding the batch, in one commit."""
     properties = statistics_on(batch.schema, EVENTS_PARTITIONS)
     tags = {**metadata, "target": "events"}
-    commit = None
-    if not table_exists(spark, events_table):
-        commit = first_load(spark, events_table, batch, properties, tags, partition_by=EVENTS_PARTITIONS)
-    if commit is not None:
+    created = None
+    with plain_encoded(spark, EVENTS_PLAIN_COLUMNS):
+        if not table_exists(spark, events_table):
+            created = first_load(spark, events_table, batch, properties, tags, partition_by=EVENTS_PARTITIONS)
+        if created is None:
+            condition = _events_condition(batch)
+
+            def write() -> None:
+                events = ensure_table(spark, events_table, batch.schema, EVENTS_PARTITIONS, properties)
+                events.alias("t").merge(batch.alias("s"), condition).whenNotMatchedInsertAll().execute()
+
+            commit = tagged_write(spark, events_table, tags, write)
+    if created is not None:
+        commit = created
         summary.events_inserted = commit["metrics"].get("numOutputRows", 0)
         summary.events_bytes_written = commit["metrics"].get("numOutputBytes", 0)
     else:
-        condition = _events_condition(batch)
-
-        def write() -> None:
-            events = ensure_table(spark, events_table, batch.schema, EVENTS_PARTITIONS, properties)
-            events.alias("t").merge(batch.alias("s"), condition).whenNotMatchedInsertAll().execute()
-
-        commit = tagged_write(spark, events_table, tags, write)
         metrics = commit["metrics"] if commit else {}
         summary.events_inserted = metrics.get("numTargetRowsInserted", 0)
         summary.events_bytes_written = metrics.get("numTargetBytesAdded", 0)
