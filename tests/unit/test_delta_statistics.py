@@ -1,3 +1,4 @@
+import pytest
 from pyspark.sql.types import (
     BooleanType,
     DateType,
@@ -32,6 +33,7 @@ def test_statistics_on_every_ordered_top_level_column_and_none_nested():
     assert statistics_on(schema)["delta.dataSkippingStatsColumns"].startswith("id,eventDate,")
 
 
+@pytest.mark.integration  # two Delta writes: with the slow suite
 def test_columns_written_plain_have_no_dictionary_and_the_others_keep_theirs(spark, tmp_path):
     """:func:`plain_encoded` reaches the Parquet writer of a Delta write, nested paths included, and is undone
     after the block (a setting in place before it comes back)."""
