@@ -53,15 +53,6 @@ def decode_chunk(store: Store, chunk: ChunkRef, batch_size: int = DEFAULT_BATCH_
         yield from decode_records(handle, chunk, url, batch_size)
 
 
-def decode_chunks(chunks: Iterable[ChunkRef], batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
-    stores: dict[str, Store] = {}
-    for chunk in chunks:
-        store = stores.get(chunk.root)
-        if store is None:
-            store = stores[chunk.root] = Store(chunk.root)
-        yield from decode_chunk(store, chunk, batch_size)
-
-
 class ChunkTask:
     """``mapInArrow`` body of the decode stage, one task per chunk file: rows of ``spark.range(len(chunks))`` in
     (the index of each task's chunk file), the chunk file's decoded records out, each batch as it is decoded.
