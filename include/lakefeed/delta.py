@@ -8,8 +8,8 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -159,19 +159,14 @@ def first_load(
     return commit
 
 
-def statistics_on(schema: StructType, partition_by: tuple[str, ...] = ()) -> dict[str, str]:
-    """The table property that keeps file statistics (minimum, maximum) on every top-level column of
-    ``schema`` that has an order Delta keeps (numbers, strings, dates, timestamps; partition columns
-    aside) and on no nested one. Delta's default, the first 32 leaf columns, spends
-    them inside wide structs and misses the columns after them; statistics of a struct's strings cost
-    ~20 % of a write of nested rows and no query prunes by them."""
-    from pyspark.sql.types import DateType, NumericType, StringType, TimestampNTZType, TimestampType
-
-    ordered = (NumericType, StringType, DateType, TimestampType, TimestampNTZType)
-    scalars = [f.name for f in schema.fields if f.name not in partition_by and isinstance(f.dataType, ordered)]
+def statistics_on(columns: Sequence[str]) -> dict[str, str]:
+    """The table property that keeps file statistics (minimum, maximum, null count) on exactly ``columns``
+    (top-level names). Delta's default, the first 32 leaf columns, spends them inside wide structs and misses
+    the columns after them; statistics of a struct's strings cost ~20 % of a write of nested rows and no
+    query prunes by them."""
     return {
         "delta.dataSkippingStatsColumns": ",".join(
-            name if name.isidentifier() else _identifier(name) for name in scalars
+            name if name.isidentifier() else _identifier(name) for name in columns
         )
     }
 
@@ -208,24 +203,28 @@ def commit_metadata(spark: SparkSession, metadata: dict[str, Any]) -> Iterator[N
 
 
 @contextmanager
-def plain_encoded(spark: SparkSession, columns: tuple[str, ...]) -> Iterator[None]:
+def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` in force in the session inside the block; those in place before are restored after it."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, earlier in before.items():
+            if earlier is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, earlier)
+
+
+def plain_encoded(spark: SparkSession, columns: tuple[str, ...]) -> AbstractContextManager[None]:
     """Parquet files written inside the block store ``columns`` (dotted paths: ``data.url``) without a
     dictionary. For columns of values that hardly repeat (ids, times, URLs): Parquet's writer otherwise
     builds a dictionary of each of them in every file and falls back to plain values once it passes 1 MB,
     which cost ~10 % of the blob events' write for no smaller file. Session settings (``parquet.enable.
-    dictionary#<path>``), which reach the writers' Hadoop configuration; those in place before are restored."""
-    keys = [f"parquet.enable.dictionary#{column}" for column in columns]
-    before = {key: spark.conf.get(key, None) for key in keys}
-    for key in keys:
-        spark.conf.set(key, "false")
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+    dictionary#<path>``), which reach the writers' Hadoop configuration (:func:`session_settings`)."""
+    return session_settings(spark, {f"parquet.enable.dictionary#{column}": "false" for column in columns})
 
 
 def conflict_errors() -> tuple[type[BaseException], ...]:

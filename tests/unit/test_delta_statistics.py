@@ -1,36 +1,27 @@
 import pytest
-from pyspark.sql.types import (
-    BooleanType,
-    DateType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import LongType, TimestampType
 
 from lakefeed.delta import statistics_on
 
 
-def test_statistics_on_every_ordered_top_level_column_and_none_nested():
-    schema = StructType(
-        [
-            StructField("id", StringType()),
-            StructField("data", StructType([StructField("sequencer", StringType())])),
-            StructField("extra", MapType(StringType(), StringType())),
-            StructField("eventDate", DateType()),
-            StructField("isStray", BooleanType()),  # Delta keeps no statistics for booleans: it refuses them
-            StructField("eventTimeTicks", LongType()),
-            StructField("claimWindow", TimestampType()),
-            StructField("odd name", StringType()),
-        ]
-    )
-    # The partition column is left out (Delta refuses statistics on one); a name that is no identifier is quoted.
-    assert statistics_on(schema, ("eventDate",)) == {
-        "delta.dataSkippingStatsColumns": "id,eventTimeTicks,claimWindow,`odd name`"
+def test_statistics_on_exactly_the_columns_named_each_quoted_where_no_identifier():
+    assert statistics_on(("eventTimeTicks", "claimWindow", "odd name", "a`b")) == {
+        "delta.dataSkippingStatsColumns": "eventTimeTicks,claimWindow,`odd name`,`a``b`"
     }
-    assert statistics_on(schema)["delta.dataSkippingStatsColumns"].startswith("id,eventDate,")
+
+
+def test_the_events_table_keeps_statistics_on_time_columns_of_its_rows_that_delta_can_order():
+    from lakefeed.blob.claim import CLAIMED_SCHEMA
+    from lakefeed.blob.job import EVENTS_PARTITIONS, EVENTS_STATISTICS
+    from lakefeed.blob.schema import spark_schema
+
+    names = EVENTS_STATISTICS["delta.dataSkippingStatsColumns"].split(",")
+    assert "eventTimeTicks" in names  # what the events MERGE prunes by
+    claimed = {f.name: f.dataType for f in spark_schema(CLAIMED_SCHEMA).fields}
+    for name in names:
+        assert name not in EVENTS_PARTITIONS
+        assert name in claimed or name in ("eventTimestamp", "ingestedAt")  # derived by to_event_rows
+        assert isinstance(claimed.get(name, TimestampType()), (LongType, TimestampType))
 
 
 @pytest.mark.integration  # two Delta writes: with the slow suite

@@ -196,6 +196,40 @@ def test_latest_state_is_highest_sequencer_not_latest_time(spark, tmp_path, last
     assert (other["container"], other["blobName"], other["isDeleted"]) == ("c2", "a/b/c.txt", False)
 
 
+def test_the_state_windows_sort_keys_order_events_as_the_merge_guards_struct_does(spark):
+    """The state batch sorts by :func:`latest_first` (plain keys, one by one); the MERGE guard compares
+    :func:`state_order` structs: for any events, nulls and ties included, the batch's pick per blob is the
+    greatest by the guard's order."""
+    import random
+
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from lakefeed.blob.transforms import latest_first, state_order
+
+    rng = random.Random(11)
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [
+        (
+            f"s{rng.randrange(40)}",
+            rng.choice([None, "", "f", "10", "0f", "a" * 3, format(rng.randrange(300), "x")]),
+            rng.choice([None, base, base.replace(minute=rng.randrange(3))]),
+            f"e{i:04d}",
+        )
+        for i in range(600)
+    ]
+    events = spark.createDataFrame(rows, "subject string, sequencer string, eventTimestamp timestamp, eventId string")
+    picked = (
+        events.withColumn("_rank", F.row_number().over(Window.partitionBy("subject").orderBy(*latest_first())))
+        .where("_rank = 1")
+        .select("subject", "eventId")
+    )
+    greatest = events.groupBy("subject").agg(F.max(F.struct(state_order(), F.col("eventId").alias("id"))).alias("m"))
+    expected = {r["subject"]: r["m"]["id"] for r in greatest.collect()}
+    assert {r["subject"]: r["eventId"] for r in picked.collect()} == expected
+    assert len(expected) > 30
+
+
 @pytest.mark.integration  # nine Delta MERGEs: with the slow suite
 def test_events_without_sequencer_end_the_same_in_any_run_order(spark, tmp_path):
     """Before: an event without ``data.sequencer`` compared as "" in the MERGE guard, so the first run to

@@ -79,20 +79,32 @@ def sequencer_key(sequencer: Column) -> Column:
     return F.coalesce(F.lpad(sequencer, SEQUENCER_WIDTH, "0"), F.lit(""))
 
 
+def _state_order_fields(alias: str | None = None) -> list[Column]:
+    """The fields of :func:`state_order`, most significant first."""
+
+    def column(name: str) -> Column:
+        return F.col(f"{alias}.{name}" if alias else name)
+
+    return [
+        sequencer_key(column("sequencer")).alias("sequencer"),
+        column("eventTimestamp").alias("eventTimestamp"),
+        column("eventId").alias("eventId"),
+    ]
+
+
 def state_order(alias: str | None = None) -> Column:
     """The order of a blob's events for its state row, one rule for the batch and the MERGE guard:
     ``data.sequencer`` as a hex number (an event without one before every event with one), then
     ``eventTimestamp``, then ``eventId``. A total order on distinct events, so which event a blob's row
     ends with never depends on the order runs apply them."""
+    return F.struct(*_state_order_fields(alias))
 
-    def column(name: str) -> Column:
-        return F.col(f"{alias}.{name}" if alias else name)
 
-    return F.struct(
-        sequencer_key(column("sequencer")).alias("sequencer"),
-        column("eventTimestamp").alias("eventTimestamp"),
-        column("eventId").alias("eventId"),
-    )
+def latest_first() -> list[Column]:
+    """:func:`state_order` descending, as sort keys: its fields one by one, each descending (a struct compares
+    field by field, a null field first, so descending puts a null last, as ``desc()`` does). Spark sorts
+    by plain keys with its prefix sort, and by a struct key with whole-row comparisons only."""
+    return [field.desc() for field in _state_order_fields()]
 
 
 def latest_state_per_blob(event_rows: DataFrame) -> DataFrame:
@@ -110,8 +122,8 @@ def latest_state_per_blob(event_rows: DataFrame) -> DataFrame:
         "claimWindow",
         F.col("ingestedAt").alias("updatedAt"),
     )
-    latest_first = Window.partitionBy("subject").orderBy(state_order().desc())
-    latest = narrow.withColumn("_rank", F.row_number().over(latest_first)).where(F.col("_rank") == 1)
+    by_subject = Window.partitionBy("subject").orderBy(*latest_first())
+    latest = narrow.withColumn("_rank", F.row_number().over(by_subject)).where(F.col("_rank") == 1)
     container = F.regexp_extract("subject", SUBJECT_PATTERN, 1)
     blob_name = F.regexp_extract("subject", SUBJECT_PATTERN, 2)
     return latest.select(
