@@ -52,8 +52,11 @@ def resolve_jars(packages: str, cache_root: Path) -> Path:
     return folder
 
 
-def use_resolved_jars(packages: str, cache_root: Path, conf_dir: Path) -> dict[str, str]:
-    """The environment that makes this process's Spark children load ``packages`` from resolved jars."""
+def use_resolved_jars(
+    packages: str, cache_root: Path, conf_dir: Path, settings: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment that makes this process's Spark children load ``packages`` from resolved jars, with
+    ``settings`` in place of the defaults' own values for those keys."""
     folder = resolve_jars(packages, cache_root)
     jars = ",".join(str(jar) for jar in sorted(folder.glob("*.jar")))
     conf_dir.mkdir(parents=True, exist_ok=True)
@@ -64,12 +67,14 @@ def use_resolved_jars(packages: str, cache_root: Path, conf_dir: Path) -> dict[s
     lines = defaults.read_text().splitlines() if defaults.exists() else []
     # The suite picks its JVMs' collector itself (SPARK_SUBMIT_OPTS, tests/conftest.py), and a JVM given two
     # refuses to start: setup's JVM options (lakefeed.spark.JVM_OPTIONS) stay out of the suite's copy.
-    left_out = (
+    left_out = {
         "spark.jars.packages",
         "spark.jars",
         "spark.driver.defaultJavaOptions",
         "spark.executor.defaultJavaOptions",
-    )
+        *(settings or {}),
+    }
     kept = [line for line in lines if (line.split() or [""])[0] not in left_out]
-    (conf_dir / "spark-defaults.conf").write_text("\n".join([*kept, f"spark.jars {jars}"]) + "\n")
+    added = [f"{key} {value}" for key, value in (settings or {}).items()]
+    (conf_dir / "spark-defaults.conf").write_text("\n".join([*kept, *added, f"spark.jars {jars}"]) + "\n")
     return {"LAKEFEED_JARS_DIR": str(folder), "SPARK_CONF_DIR": str(conf_dir)}

@@ -34,6 +34,7 @@ from lakefeed_testing.demo_data import FEED, SINK, DemoLayout
 from lakefeed.azure import CONNECTION_STRING
 from lakefeed.times import format_time
 from tests.airflow_env import progress
+from tests.conftest import SHORT_LIVED_JVM, SUITE_SPARK_SETTINGS
 from tests.egress_guard import outside_guard
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
@@ -228,6 +229,17 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
         "LAKEFEED_STACK_PROJECT": PROJECT,
         "LAKEFEED_RETRY_DELAY_SECONDS": "5",
         "LAKEFEED_TASK_HEARTBEAT_TIMEOUT_SECONDS": "30",
+        # Each job here lives for seconds on a few rows, as the suite's local spark-submits do: its driver
+        # and executors take the client JIT and the serial collector, and its Delta logs are replayed in one
+        # task (docker-compose.yaml's SPARK_SUBMIT_OPTS; tests/conftest.py says why), which on the 2-core
+        # CI machine saves much of their CPU.
+        "LAKEFEED_SPARK_SUBMIT_OPTS": " ".join(
+            [
+                SHORT_LIVED_JVM,
+                f'"-Dspark.executor.defaultJavaOptions={SHORT_LIVED_JVM}"',
+                *(f"-D{key}={value}" for key, value in SUITE_SPARK_SETTINGS.items()),
+            ]
+        ),
     }
     handle = Stack(env, ports["LAKEFEED_API_PORT"], ports["LAKEFEED_AZURITE_PORT"])
     handle.script("down", timeout=300)  # what an interrupted session left
