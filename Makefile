@@ -37,8 +37,9 @@ check: setup
 	$(ENV) ruff check . && ruff format --check . && mypy --strict include/lakefeed && \
 		mypy include/lakefeed_airflow plugins spark_jobs dags include/lakefeed_testing
 
+# Each result is named as it arrives (-v): a run cut short (CI's time limit) still shows which test failed.
 test: setup check
-	$(ENV) python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=40
+	$(ENV) python -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder --durations=40 -v
 
 test-unit: setup
 	$(ENV) python -m pytest tests -m "not integration"
