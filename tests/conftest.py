@@ -21,6 +21,7 @@ from tests.egress_guard import (
     entries,
     refused_summary,
 )
+from tests.spark_jars import SHORT_LIVED_JVM, SUITE_SPARK_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -49,19 +50,8 @@ _spec = importlib.util.spec_from_file_location("_lakefeed_egress", SITECUSTOMIZE
 assert _spec is not None and _spec.loader is not None
 sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sys.modules[_spec.name])  # this process too
-# Each spark-submit of the suite (a DAG run's jobs, the job-level tests; they inherit the environment)
-# lives for seconds on a few rows: the client JIT alone and the serial collector halve the CPU its warm-up
-# costs, which on a 2-core CI machine is most of the suite's time. The session fixture's JVM below lives
-# for a whole worker and keeps the full JIT; deployments keep the JVM's defaults.
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# Every spark-submit of the suite starts a short-lived JVM (tests/spark_jars.py says why).
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
-# And every session of the suite (the fixture's below, and each spark-submit's, through the suite's
-# spark-defaults.conf) replays a Delta log in one task, not the deployments' 8
-# (lakefeed.spark.SESSION_DEFAULTS): the suite's tables hold a few files, and each snapshot's 8 tiny tasks
-# cost more than the replay. Measured on 2 cores: a warm session's 10 commits of the CDF simulator 15.5 s
-# against 21.9 s, its 12 time-travel reads 7.5 s against 14.2 s; a cold blob job replaying 3 windows 25-29
-# CPU-seconds against 34-36. Performance only: a Delta snapshot is the same whatever its tasks.
-SUITE_SPARK_SETTINGS = {"spark.databricks.delta.snapshotPartitions": "1"}
 # And none of them resolves Delta's and hadoop-azure's packages with Ivy again: the first pytest process
 # (xdist's controller; its workers inherit the environment) resolves them once, as an air-gapped
 # deployment would be given them (tests/spark_jars.py). The full-stack test keeps --packages.

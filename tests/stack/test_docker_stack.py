@@ -34,8 +34,8 @@ from lakefeed_testing.demo_data import FEED, SINK, DemoLayout
 from lakefeed.azure import CONNECTION_STRING
 from lakefeed.times import format_time
 from tests.airflow_env import progress
-from tests.conftest import SHORT_LIVED_JVM, SUITE_SPARK_SETTINGS
 from tests.egress_guard import outside_guard
+from tests.spark_jars import SHORT_LIVED_JVM, SUITE_SPARK_SETTINGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 ROOT = Path(__file__).resolve().parents[2]
