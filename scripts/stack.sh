@@ -49,9 +49,17 @@ ensure_docker() {
   if docker info >/dev/null 2>&1; then
     return
   fi
-  if [ "$(id -u)" != 0 ] || ! command -v dockerd >/dev/null 2>&1; then
+  if ! start_dockerd; then
     log "the Docker engine is not running (start it, or run as root where dockerd is installed)"
     exit 1
+  fi
+}
+
+start_dockerd() {
+  # As root where dockerd is installed: start the engine (its containers, volumes and networks are on disk
+  # and come back with it: the services' restart policy starts an earlier stack's containers again).
+  if [ "$(id -u)" != 0 ] || ! command -v dockerd >/dev/null 2>&1; then
+    return 1
   fi
   log "starting dockerd"
   mkdir -p /var/log
@@ -61,7 +69,7 @@ ensure_docker() {
     sleep 1
   done
   log "dockerd did not start: see /var/log/lakefeed-dockerd.log"
-  exit 1
+  return 1
 }
 
 images_env() {
@@ -121,6 +129,11 @@ case "$command" in
       "http://localhost:${LAKEFEED_SPARK_UI_PORT:-8081}"
     ;;
   down)
+    # An engine that is not running still holds what an interrupted session left (containers, volumes with
+    # their tables and checkpoints): start it to remove them, else they come back with the next engine.
+    if ! docker info >/dev/null 2>&1 && [ -d /var/lib/docker ]; then
+      start_dockerd || true
+    fi
     if docker info >/dev/null 2>&1; then
       compose down --volumes --remove-orphans --timeout 20
     fi

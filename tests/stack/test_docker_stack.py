@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -212,6 +213,8 @@ class Stack:
 
 
 def project_leftovers() -> list[str]:
+    if shutil.which("docker") is None:
+        return []  # a fresh machine: `make stack` installs Docker
     label = f"label=com.docker.compose.project={PROJECT}"
     found = []
     for kind in (["ps", "-a"], ["volume", "ls"], ["network", "ls"]):
@@ -242,7 +245,10 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
         ),
     }
     handle = Stack(env, ports["LAKEFEED_API_PORT"], ports["LAKEFEED_AZURITE_PORT"])
-    handle.script("down", timeout=300)  # what an interrupted session left
+    # What an interrupted session left, the engine started if it is not running: containers that would come
+    # back with it (their restart policy) and volumes holding that session's tables and checkpoints.
+    handle.script("down", timeout=300)
+    assert project_leftovers() == [], "stack.sh down left an earlier session's containers, volumes or networks"
     up = handle.script("up", timeout=3600)
     print(up.stderr[-3000:], flush=True)
     assert up.returncode == 0, f"make stack failed:\n{up.stdout[-3000:]}\n{up.stderr[-6000:]}"
