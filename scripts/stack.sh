@@ -132,6 +132,7 @@ case "$command" in
     # An engine that is not running still holds what an interrupted session left (containers, volumes with
     # their tables and checkpoints): start it to remove them, else they come back with the next engine.
     if ! docker info >/dev/null 2>&1 && [ -d /var/lib/docker ]; then
+      ensure_tools  # compose, to remove them
       start_dockerd || true
     fi
     if docker info >/dev/null 2>&1; then
