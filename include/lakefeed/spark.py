@@ -86,6 +86,55 @@ def jar_settings() -> dict[str, str]:
     return {"spark.jars.packages": delta_package()}
 
 
+def spark_defaults_file() -> Path:
+    """The ``spark-defaults.conf`` a session this process starts reads: Spark's launcher takes it from
+    ``SPARK_CONF_DIR``, else from the ``conf`` folder of ``SPARK_HOME`` (the pip-installed Spark's by default)."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if conf_dir:
+        return Path(conf_dir) / "spark-defaults.conf"
+    spark_home = os.environ.get("SPARK_HOME")
+    return (Path(spark_home) if spark_home else _pyspark_home()) / "conf" / "spark-defaults.conf"
+
+
+def default_jars(defaults: Path | None = None) -> list[Path]:
+    """The jars ``spark.jars`` names in ``defaults`` (:func:`spark_defaults_file`; none when it is absent).
+
+    >>> import tempfile
+    >>> conf = Path(tempfile.mkdtemp()) / "spark-defaults.conf"
+    >>> _ = conf.write_text("# setup\\nspark.jars  /j/a.jar,file:///j/b.jar\\nspark.jars.packages x:y:1\\n")
+    >>> [str(jar) for jar in default_jars(conf)]
+    ['/j/a.jar', '/j/b.jar']
+    """
+    path = defaults or spark_defaults_file()
+    if not path.is_file():
+        return []
+    jars: list[Path] = []
+    for line in path.read_text().splitlines():
+        # A Java properties file: the key ends at the first whitespace, '=' or ':'; the last entry wins.
+        found = re.match(r"\s*spark\.jars(?:\s*[=:]\s*|\s+)(.*)$", line)
+        if found:
+            jars = [Path(entry.strip().removeprefix("file://")) for entry in found.group(1).split(",") if entry.strip()]
+    return jars
+
+
+def delta_jar_in(jars: Sequence[Path]) -> bool:
+    """Whether ``jars`` hold an existing Delta Lake jar for the installed Spark (:func:`delta_package`'s)."""
+    group, artifact, release = delta_package().split(":")
+    names = {f"{group}_{artifact}-{release}.jar", f"{artifact}-{release}.jar"}
+    return any(jar.name in names and jar.is_file() for jar in jars)
+
+
+def session_jar_settings(defaults: Path | None = None) -> dict[str, str]:
+    """:func:`jar_settings` for a session this process starts, unless its ``spark-defaults.conf``
+    (:func:`spark_defaults_file`, or ``defaults``) loads Delta's jar already, as ``make setup``'s does: asked of
+    Ivy as well, each jar would be resolved again and registered twice (an error with a stack trace per jar
+    at every start, and ~2 s of Ivy)."""
+    settings = jar_settings()
+    if "spark.jars.packages" in settings and delta_jar_in(default_jars(defaults)):
+        return {}
+    return settings
+
+
 def get_session(app_name: str, master: str | None = None, extra: dict[str, str] | None = None) -> SparkSession:
     """A Delta-enabled session: reuses a running one (spark-submit, tests) or starts one."""
     from pyspark.sql import SparkSession
@@ -93,7 +142,7 @@ def get_session(app_name: str, master: str | None = None, extra: dict[str, str] 
     from lakefeed.azure import REDACTION_REGEX, executor_env_settings
 
     settings = {
-        **jar_settings(),
+        **session_jar_settings(),
         **DELTA_EXTENSIONS,
         **SESSION_REQUIRED,
         **SESSION_DEFAULTS,
